@@ -1,0 +1,11 @@
+# Libraries from Debian packages (scripts/dependencies.txt installs them).
+find_package(Threads REQUIRED)
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(CURL REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
+find_package(CLI11 REQUIRED)
+if(CHERENKOV_TESTS)
+  find_package(GTest REQUIRED)
+endif()

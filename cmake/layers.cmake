@@ -1,0 +1,37 @@
+# cherenkov_layer(NAME DIR DEPS...): a static library from every .cpp under src/DIR
+# (and .cu files when CUDA is on), linking the layers below it. Globbing keeps one concept per
+# file cheap: adding a file needs no CMake edit.
+function(cherenkov_layer name dir)
+  file(GLOB_RECURSE sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/${dir}/*.cpp)
+  if(CHERENKOV_HAVE_CUDA)
+    file(GLOB_RECURSE cuda_sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/${dir}/*.cu)
+    list(FILTER sources EXCLUDE REGEX "/cuda/unavailable\\.cpp$")
+    list(APPEND sources ${cuda_sources})
+  endif()
+  if(sources)
+    add_library(${name} STATIC ${sources})
+    target_include_directories(${name} PUBLIC ${CMAKE_SOURCE_DIR}/src)
+    target_link_libraries(${name} PUBLIC ${ARGN})
+    cherenkov_warnings(${name})
+  else()
+    add_library(${name} INTERFACE)
+    target_include_directories(${name} INTERFACE ${CMAKE_SOURCE_DIR}/src)
+    target_link_libraries(${name} INTERFACE ${ARGN})
+  endif()
+endfunction()
+
+# cherenkov_test(NAME DIR LIBS...): one GoogleTest binary from tests/DIR/**/*_test.cpp.
+function(cherenkov_test name dir)
+  file(GLOB_RECURSE sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/${dir}/*_test.cpp)
+  if(NOT sources)
+    return()
+  endif()
+  add_executable(${name} ${sources})
+  target_link_libraries(${name} PRIVATE ${ARGN} GTest::gtest GTest::gtest_main)
+  target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/tests)
+  target_compile_definitions(${name} PRIVATE
+    CHERENKOV_SOURCE_DIR="${CMAKE_SOURCE_DIR}"
+    CHERENKOV_SHARED_DIR="${CMAKE_SOURCE_DIR}/../shared")
+  cherenkov_warnings(${name})
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS ${dir})
+endfunction()

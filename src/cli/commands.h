@@ -1,0 +1,19 @@
+// Each command lives in cmd_<name>.cpp: its register function adds the subcommand and returns
+// what to run once parsing (and global flags such as --log-level) are done. main.cpp is the
+// only place that maps errors to exit codes (usage 2, everything else 1).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace cherenkov::cli {
+
+struct Command {
+    CLI::App* app = nullptr;
+    // Returns the process exit code.
+    std::function<int()> run;
+};
+
+Command register_inspect(CLI::App& parent);
+
+}  // namespace cherenkov::cli
