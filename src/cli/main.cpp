@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
                    "error, warn, info or debug (default: $CHERENKOV_LOG, else warn)");
 
     std::vector<cherenkov::cli::Command> commands = {
-
+        cherenkov::cli::register_inspect(app),
     };
 
     try {

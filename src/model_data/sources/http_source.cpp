@@ -23,6 +23,7 @@ struct CurlListDeleter {
 };
 
 struct RangeResponse {
+    CURL* curl = nullptr;
     long status = 0;
     std::string content_range;
     std::vector<std::byte> body;
@@ -33,6 +34,9 @@ struct RangeResponse {
 size_t on_body(char* data, size_t size, size_t count, void* user) {
     auto* response = static_cast<RangeResponse*>(user);
     size_t n_bytes = size * count;
+    long status = 0;
+    curl_easy_getinfo(response->curl, CURLINFO_RESPONSE_CODE, &status);
+    if (status >= 300) return n_bytes;  // an error page: the status says enough
     if (response->body.size() + n_bytes > response->body_limit) {
         response->overflowed = true;
         return 0;  // aborts the transfer
@@ -71,6 +75,7 @@ RangeResponse get_range(const std::string& url, uint64_t first, uint64_t last, c
     std::unique_ptr<CURL, CurlEasyDeleter> curl(curl_easy_init());
     if (!curl) throw_internal("curl_easy_init failed");
     RangeResponse response;
+    response.curl = curl.get();
     response.body_limit = static_cast<size_t>(last - first + 1);
     std::string range = std::to_string(first) + "-" + std::to_string(last);
     std::unique_ptr<curl_slist, CurlListDeleter> headers;
