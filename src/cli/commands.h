@@ -15,5 +15,6 @@ struct Command {
 };
 
 Command register_inspect(CLI::App& parent);
+Command register_prepare(CLI::App&);
 
 }  // namespace cherenkov::cli

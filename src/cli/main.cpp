@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
 
     std::vector<cherenkov::cli::Command> commands = {
         cherenkov::cli::register_inspect(app),
+        cherenkov::cli::register_prepare(app),
     };
 
     try {

@@ -8,6 +8,7 @@
 #include "model_data/inspect/checkpoint_report.h"
 #include "model_data/inspect/gguf_report.h"
 #include "model_data/inspect/report_text.h"
+#include "model_data/inspect/store_report.h"
 
 namespace cherenkov::model_data::inspect {
 namespace {
@@ -54,6 +55,7 @@ InspectOutput inspect_target(const std::string& target, const HttpOptions& http_
     }
     std::error_code ec;
     if (std::filesystem::is_directory(target, ec)) {
+        if (is_store_directory(target)) return inspect_store(target);
         auto store = open_directory_store(target);
         return from_report(inspect_checkpoint(*store));
     }

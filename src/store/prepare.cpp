@@ -1,0 +1,81 @@
+#include "store/prepare.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "store/lowbit/lowbit_store.h"
+#include "store/store_check.h"
+
+namespace cherenkov::store {
+
+std::vector<int> parse_expert_bits(const std::vector<std::string>& items) {
+    std::vector<int> bits;
+    for (const std::string& item : items) {
+        std::string token;
+        auto flush = [&] {
+            if (token.empty()) return;
+            if (token != "4" && token != "3" && token != "2") {
+                throw_invalid("--experts: \"" + token + "\" is not one of 4, 3, 2");
+            }
+            const int width = token[0] - '0';
+            if (std::find(bits.begin(), bits.end(), width) == bits.end()) bits.push_back(width);
+            token.clear();
+        };
+        for (char c : item) {
+            if (c == ',' || c == ' ' || c == '\t') {
+                flush();
+            } else {
+                token.push_back(c);
+            }
+        }
+        flush();
+    }
+    if (bits.empty()) bits.push_back(4);
+    return bits;
+}
+
+PrepareResult prepare_store(const PrepareOptions& options) {
+    PrepareResult result;
+    std::error_code ec;
+    if (std::filesystem::exists(options.output_dir, ec)) {
+        if (!looks_like_store(options.output_dir)) {
+            throw_invalid(options.output_dir +
+                          ": exists and is not a store; choose a new directory");
+        }
+        try {
+            result.manifest = validate_store(options.output_dir);
+        } catch (const Error& error) {
+            throw error.with_context("existing store " + options.output_dir +
+                                     " is invalid (remove it to pack again)");
+        }
+    } else {
+        PackOptions pack;
+        pack.source_dir = options.source_dir;
+        pack.output_dir = options.output_dir;
+        pack.n_threads = options.n_threads;
+        pack.progress = options.progress;
+        result.manifest = pack_store(pack);
+        result.base_packed = true;
+    }
+    std::vector<int> missing;
+    for (int width : options.expert_bits) {
+        if (width == 4) continue;
+        try {
+            validate_lowbit_store(options.output_dir, width, result.manifest);
+            result.reused.push_back(width);
+        } catch (const Error& error) {
+            if (error.kind() != ErrorKind::NotFound) {
+                log_warn("store", "rebuilding " + lowbit_experts_name(width) + ": " + error.what());
+            }
+            missing.push_back(width);
+        }
+    }
+    derive_lowbit_stores(options.output_dir, result.manifest, missing, options.n_threads,
+                         options.progress);
+    result.derived = missing;
+    return result;
+}
+
+}  // namespace cherenkov::store

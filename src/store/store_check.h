@@ -1,0 +1,26 @@
+// Validation of an existing store before it is reused or described: manifest, config, file sizes
+// and a sample of expert records and dense tensors decoded. Every failure is Corrupt (or
+// NotFound for a missing file) and names the store file and what is wrong.
+#pragma once
+
+#include <string>
+
+#include "store/manifest/store_manifest.h"
+
+namespace cherenkov::store {
+
+// True when `directory` holds a manifest.json (a store, valid or not).
+bool looks_like_store(const std::string& directory);
+
+StoreManifest validate_store(const std::string& directory);
+
+// Validates experts{bits}.bin + manifest{bits}.json against the base store.
+LowBitManifest validate_lowbit_store(const std::string& directory, int bits,
+                                     const StoreManifest& base);
+
+// Checks a record's scales and biases are finite and its first rows decode to finite values.
+// `record` holds one record laid out as `layout`; `what` names it in errors.
+void check_record(std::span<const std::byte> record, const ExpertLayout& layout,
+                  const std::string& what);
+
+}  // namespace cherenkov::store
