@@ -16,5 +16,8 @@ struct Command {
 
 Command register_inspect(CLI::App& parent);
 Command register_prepare(CLI::App&);
+Command register_tokenize(CLI::App& parent);
+Command register_detokenize(CLI::App& parent);
+Command register_prompt(CLI::App& parent);
 
 }  // namespace cherenkov::cli

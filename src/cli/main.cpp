@@ -21,6 +21,9 @@ int main(int argc, char** argv) {
     std::vector<cherenkov::cli::Command> commands = {
         cherenkov::cli::register_inspect(app),
         cherenkov::cli::register_prepare(app),
+        cherenkov::cli::register_tokenize(app),
+        cherenkov::cli::register_detokenize(app),
+        cherenkov::cli::register_prompt(app),
     };
 
     try {
