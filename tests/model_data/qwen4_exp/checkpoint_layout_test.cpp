@@ -9,37 +9,15 @@
 #include <vector>
 
 #include "base/error.h"
+#include "model_data/qwen4_exp/tiny_config.h"
 
 namespace cherenkov::model_data::qwen4_exp {
 namespace {
 
 using nlohmann::json;
 
-json tiny_config_json() {
-    return json::parse(R"json({
-      "model_type": "qwen4_exp_text",
-      "vocab_size": 256, "hidden_size": 64, "num_hidden_layers": 4, "eos_token_id": 2,
-      "layer_types": ["linear_attention", "linear_attention",
-                      "qwen_sparse_attention", "qwen_sparse_attention"],
-      "hc_count": 4, "hc_lowrank": 16,
-      "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
-      "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 16,
-      "linear_value_head_dim": 16, "linear_conv_kernel_dim": 4, "output_gate_type": "sigmoid",
-      "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
-      "shared_expert_intermediate_size": 32,
-      "ple_layer_ids": [2], "ngram_size": 3, "heads_per_ngram": 2, "ple_embed_dim": 64,
-      "ple_conv_kernel_size": 4, "ngram_vocab_size_base": 101,
-      "make_ngram_vocab_size_divisible_by": 8, "split_ngram_parts": 3,
-      "indexer_n_heads": 2, "indexer_kv_heads": 1, "indexer_head_dim": 16, "indexer_budget": 8,
-      "indexer_compress_ratio": 4,
-      "rope_parameters": {"rope_type": "default", "rope_theta": 10000,
-                          "partial_rotary_factor": 0.25, "mrope_section": [2, 1, 1]},
-      "mtp_num_hidden_layers": 1
-    })json");
-}
-
 Config tiny_config() {
-    return parse_config(tiny_config_json(), "config.json");
+    return parse_config(testing::tiny_flat(), "config.json");
 }
 
 enum class Experts { Fused, PerExpert, Stacked };
@@ -412,7 +390,7 @@ TEST(CheckpointLayout, ReportsUnknownAndUnexpectedTensors) {
 }
 
 TEST(CheckpointLayout, AttentionBiasesAreRequiredWhenConfigured) {
-    json document = tiny_config_json();
+    json document = testing::tiny_flat();
     document["attention_bias"] = true;
     const Config config = parse_config(document, "config.json");
     std::vector<TensorEntry> tensors = tiny_tensors({});
@@ -441,7 +419,7 @@ TEST(CheckpointLayout, MtpAbsentOrUndeclared) {
     ASSERT_EQ(layout.notes.size(), 1u);
     EXPECT_NE(layout.notes[0].find("MTP disabled"), std::string::npos);
 
-    json document = tiny_config_json();
+    json document = testing::tiny_flat();
     document["mtp_num_hidden_layers"] = 0;
     layout = describe_layout(parse_config(document, "config.json"), tiny_tensors({}));
     EXPECT_TRUE(layout.ok()) << problems_text(layout);
@@ -451,7 +429,7 @@ TEST(CheckpointLayout, MtpAbsentOrUndeclared) {
 }
 
 TEST(CheckpointLayout, DedicatedMtpEmbeddings) {
-    json document = tiny_config_json();
+    json document = testing::tiny_flat();
     document["mtp_use_dedicated_embeddings"] = true;
     const Config config = parse_config(document, "config.json");
     std::vector<TensorEntry> tensors = tiny_tensors({});
@@ -466,7 +444,7 @@ TEST(CheckpointLayout, DedicatedMtpEmbeddings) {
 }
 
 TEST(CheckpointLayout, TiedHeadNeedsNoLmHead) {
-    json document = tiny_config_json();
+    json document = testing::tiny_flat();
     document["tie_word_embeddings"] = true;
     std::vector<TensorEntry> tensors = tiny_tensors({});
     remove_tensor(tensors, "lm_head.weight");
