@@ -1,0 +1,68 @@
+// Where the forward pass gets routed experts from. The engine asks, per step and layer, for the
+// union of experts its rows selected; the source makes their records available (from a cache, or
+// by reading the store) and hands them back one by one as they become ready, so compute on
+// resident experts overlaps the reads of missing ones. Implementations: DirectExpertReader (no
+// cache: every request is a read) and the bounded expert cache of the expert-streaming issue.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "engine/cpu/affine_matrix.h"
+#include "store/manifest/record_layout.h"
+
+namespace cherenkov::engine {
+
+// Views of one expert's three projections inside a record.
+struct ExpertWeights {
+    AffineMatrix gate;  // [I, H]
+    AffineMatrix up;    // [I, H]
+    AffineMatrix down;  // [H, I]
+    int bits = 4;
+};
+
+// Views into a record laid out as `layout` says (docs/store-format.md). `record` must hold
+// layout.record_bytes bytes and outlive the views.
+ExpertWeights expert_weights_in_record(const std::byte* record, const store::ExpertLayout& layout);
+
+// One entry of a layer's request: an expert and the largest routing weight any row gave it
+// (sources use it to order reads: strongest first).
+struct ExpertRequest {
+    int32_t expert = 0;
+    float max_weight = 0.0F;
+};
+
+// The experts of one layer for one step. The records stay valid (and their slots pinned) until
+// the batch is destroyed.
+class ExpertBatch {
+   public:
+    virtual ~ExpertBatch() = default;
+    // Blocks until one more requested expert is ready; sets its index in the request and its
+    // weights. Returns false once every expert has been delivered. Residents come first, then
+    // misses in the order their reads complete. Throws on a read error.
+    virtual bool next(size_t* request_index, ExpertWeights* weights) = 0;
+};
+
+class ExpertSource {
+   public:
+    virtual ~ExpertSource() = default;
+
+    // The table layout (bits of the resident precision, shapes, record size).
+    virtual const store::ExpertLayout& layout() const = 0;
+
+    // Starts making the requested experts of `layer` (a table layer: MTP layers follow the
+    // trunk) available. `requests` must be distinct experts in [0, n_experts).
+    virtual std::unique_ptr<ExpertBatch> fetch(int64_t layer,
+                                               std::span<const ExpertRequest> requests) = 0;
+
+    // Lookahead hint: `layer` is predicted to use `experts` soon; a source may start background
+    // reads. Never changes what fetch delivers.
+    virtual void predict(int64_t /*layer*/, std::span<const int32_t> /*experts*/) {}
+
+    // Bracket one forward call (a token step: all layers, all rows), for per-step accounting.
+    virtual void begin_step() {}
+    virtual void end_step() {}
+};
+
+}  // namespace cherenkov::engine

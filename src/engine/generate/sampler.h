@@ -1,0 +1,60 @@
+// Token selection from one row of logits (seed "Generation options"). Order of operations, as in
+// llama.cpp and vLLM: penalties (repetition, then presence and frequency; counting prompt and
+// output tokens), temperature, top-k, top-p, then a draw from the seeded RNG. Temperature 0
+// (the default) is greedy: argmax, lowest index on ties, and the only mode in which MTP drafts
+// can be verified.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <unordered_map>
+
+namespace cherenkov::engine {
+
+struct SamplingOptions {
+    float temperature = 0.0F;         // 0: greedy
+    int top_k = 0;                    // 0: off
+    float top_p = 1.0F;               // 1: off
+    float presence_penalty = 0.0F;    // subtract once per distinct seen token
+    float frequency_penalty = 0.0F;   // subtract count · penalty
+    float repetition_penalty = 1.0F;  // CTRL style: positive logits /= p, negative *= p
+    uint64_t seed = 0;
+
+    bool greedy() const { return temperature <= 0.0F; }
+    bool has_penalties() const {
+        return presence_penalty != 0.0F || frequency_penalty != 0.0F || repetition_penalty != 1.0F;
+    }
+    // MTP verification needs plain greedy decoding.
+    bool allows_speculation() const { return greedy() && !has_penalties(); }
+};
+
+// Throws InvalidInput naming the option for values outside their ranges (temperature < 0,
+// top_k < 0, top_p outside (0, 1], repetition_penalty ≤ 0, non-finite values).
+void validate_sampling_options(const SamplingOptions& options);
+
+// Lowest index of the largest value.
+int32_t argmax(std::span<const float> logits);
+
+// One request's sampler: owns the RNG and the counts of seen tokens.
+class Sampler {
+   public:
+    explicit Sampler(const SamplingOptions& options);
+
+    // Records tokens that count for penalties (the prompt, then each emitted token).
+    void observe(std::span<const int32_t> tokens);
+    void observe(int32_t token);
+
+    // Picks the next token. `logits` is modified in place (penalties, temperature) and
+    // used as scratch.
+    int32_t sample(std::span<float> logits);
+
+    const SamplingOptions& options() const { return options_; }
+
+   private:
+    SamplingOptions options_;
+    std::mt19937_64 rng_;
+    std::unordered_map<int32_t, int32_t> counts_;
+};
+
+}  // namespace cherenkov::engine
