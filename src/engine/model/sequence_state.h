@@ -1,0 +1,74 @@
+// The inference state of one sequence (spec/qwen4_exp.md §5): per-layer caches and recurrent
+// states, the n-gram context, the committed token history and the position; the MTP head's own
+// caches (§6.4); and per-row snapshots of the non-truncatable states taken while verifying
+// drafts, so commit(n) can roll back to the last accepted row (§5.2). A SequenceState is a plain
+// value: copying it is a checkpoint (prefix caching, §5.3).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model_data/qwen4_exp/config.h"
+
+namespace cherenkov::engine {
+
+struct GatedDeltaNetState {
+    std::vector<float> conv;       // [Kc-1, conv_dim]: the last pre-conv inputs, oldest first
+    std::vector<float> recurrent;  // [Hv, dk, dv]
+};
+
+struct PleState {
+    std::vector<float> conv;  // [(Kp-1)·N, C·H]: the last normalized gated values, oldest first
+};
+
+// QSA caches: token-major rows, so truncation is a length change.
+struct AttentionCache {
+    int64_t length = 0;              // valid tokens
+    std::vector<float> keys;         // [T, nKV, D] after k_norm and RoPE
+    std::vector<float> values;       // [T, nKV, D]
+    std::vector<float> index_keys;   // [T, dI] raw (no norm, no RoPE)
+    std::vector<float> block_keys;   // [blocks, dI]: kB_b of completed blocks
+    int64_t n_block_keys = 0;        // valid rows of block_keys
+    int64_t kv_width = 0;            // nKV·D
+    int64_t index_width = 0;         // dI (0 without an indexer)
+
+    // Drops every entry at or after `n` (and block keys of blocks ending past it).
+    void truncate(int64_t n, int64_t compress_ratio);
+};
+
+struct LayerState {
+    GatedDeltaNetState gdn;  // GDN layers
+    PleState ple;            // PLE layers
+    AttentionCache attention;  // QSA layers (and MTP layers)
+};
+
+// The states a rollback restores, as they were after one verified row.
+struct RowSnapshot {
+    std::vector<GatedDeltaNetState> gdn;  // per trunk layer (empty vectors on QSA layers)
+    std::vector<PleState> ple;            // per trunk layer (empty on non-PLE layers)
+};
+
+struct SequenceState {
+    int64_t position = 0;                // tokens processed by the trunk
+    std::vector<int32_t> tokens;         // the processed tokens, in order
+    std::vector<int64_t> ngram_context;  // the last N-1 ids (EOS-padded); empty without PLE
+    std::vector<LayerState> layers;      // per trunk layer
+
+    // MTP (§6.4): own caches, valid length m, and the trunk residuals R_m..R_{position-1}.
+    std::vector<LayerState> mtp_layers;
+    int64_t mtp_length = 0;
+    std::vector<float> pending_residuals;  // [position - mtp_length, C·H]
+
+    // Filled by a forward call with snapshots on: one per row of that call.
+    std::vector<RowSnapshot> row_snapshots;
+    int64_t snapshot_base = 0;  // position before that call
+
+    // Bytes held by caches and states (memory_stats).
+    uint64_t bytes() const;
+};
+
+// A fresh state for `config` (zeros, EOS context), with attention caches reserved for max_ctx.
+SequenceState make_sequence_state(const model_data::qwen4_exp::Config& config, int64_t max_ctx,
+                                  int64_t n_mtp_layers);
+
+}  // namespace cherenkov::engine
