@@ -44,9 +44,11 @@ void complete_block_keys(const SparseAttentionWeights& weights, AttentionCache& 
 void select_tokens(const SparseAttentionWeights& weights, const AttentionCache& cache,
                    const float* index_queries, int64_t position, const LayerContext& ctx,
                    std::vector<int64_t>& tokens, std::vector<float>& scores,
-                   std::vector<int64_t>& order, float* margin) {
+                   std::vector<int64_t>& order, float* margin, float* selected) {
     tokens.clear();
     *margin = std::numeric_limits<float>::infinity();
+    const int64_t top = ctx.config->block_topk;
+    if (selected != nullptr) std::fill(selected, selected + top, -1.0F);
     const auto& c = *ctx.config;
     if (!weights.has_indexer) {
         for (int64_t j = 0; j <= position; ++j) tokens.push_back(j);
@@ -55,9 +57,9 @@ void select_tokens(const SparseAttentionWeights& weights, const AttentionCache& 
     const auto& ix = *c.indexer;
     const int64_t r = ix.compress_ratio;
     const int64_t n_blocks = (position + 1) / r;
-    const int64_t top = c.block_topk;
     if (n_blocks <= top) {
         for (int64_t j = 0; j <= position; ++j) tokens.push_back(j);
+        for (int64_t b = 0; b < n_blocks && selected != nullptr; ++b) selected[b] = static_cast<float>(b);
         return;
     }
     const int64_t di = ix.head_dim;
@@ -87,6 +89,7 @@ void select_tokens(const SparseAttentionWeights& weights, const AttentionCache& 
     std::sort(order.begin(), order.begin() + top);
     for (int64_t i = 0; i < top; ++i) {
         const int64_t b = order[static_cast<size_t>(i)];
+        if (selected != nullptr) selected[i] = static_cast<float>(b);
         for (int64_t j = b * r; j < (b + 1) * r; ++j) tokens.push_back(j);
     }
     for (int64_t j = n_blocks * r; j <= position; ++j) tokens.push_back(j);
@@ -158,6 +161,8 @@ void sparse_attention_forward(const SparseAttentionWeights& weights, AttentionCa
     // Each row attends over its selected tokens; rows are independent.
     std::vector<float> gated(static_cast<size_t>(n_rows * n_heads * d));
     std::vector<float> margins(static_cast<size_t>(n_rows));
+    const int64_t top = c.block_topk;
+    std::vector<float> selections(ctx.trace != nullptr && weights.has_indexer ? static_cast<size_t>(n_rows * top) : 0);
     const float scale = 1.0F / std::sqrt(static_cast<float>(d));
     const int64_t n_index_heads = weights.has_indexer ? c.indexer->n_heads : 0;
     const int64_t di = weights.has_indexer ? c.indexer->head_dim : 0;
@@ -170,7 +175,8 @@ void sparse_attention_forward(const SparseAttentionWeights& weights, AttentionCa
             const auto t = static_cast<int64_t>(tt);
             const int64_t position = first_position + t;
             const float* iq = weights.has_indexer ? index_queries.data() + t * n_index_heads * di : nullptr;
-            select_tokens(weights, cache, iq, position, ctx, tokens, scores, order, &margins[tt]);
+            select_tokens(weights, cache, iq, position, ctx, tokens, scores, order, &margins[tt],
+                          selections.empty() ? nullptr : selections.data() + t * top);
             probs.resize(tokens.size());
             for (int64_t h = 0; h < n_heads; ++h) {
                 const float* q = qg.data() + (t * n_heads + h) * 2 * d;
@@ -194,6 +200,7 @@ void sparse_attention_forward(const SparseAttentionWeights& weights, AttentionCa
         }
     });
     ctx.record("qsa.margin", margins.data(), n_rows);
+    if (!selections.empty()) ctx.record("qsa.selected_blocks", selections.data(), n_rows * top);
     weights.o.apply(gated.data(), n_rows, y, ctx.pool);
 }
 
