@@ -9,6 +9,7 @@
 #include <random>
 #include <span>
 #include <unordered_map>
+#include <vector>
 
 namespace cherenkov::engine {
 
@@ -52,9 +53,22 @@ class Sampler {
     const SamplingOptions& options() const { return options_; }
 
    private:
+    struct Candidate {
+        float logit;
+        int32_t token;
+    };
+    // Higher logit first, then lower token id: a total order, so ties never depend on the
+    // sort algorithm.
+    static bool candidate_before(const Candidate& a, const Candidate& b);
+
+    void apply_penalties(std::span<float> logits) const;
+    // Sorts the first n_needed of candidates_[0, n_kept); returns how many are sorted.
+    size_t sort_candidates(size_t n_needed, size_t n_kept);
+
     SamplingOptions options_;
     std::mt19937_64 rng_;
     std::unordered_map<int32_t, int32_t> counts_;
+    std::vector<Candidate> candidates_;  // scratch of sample(), kept to avoid reallocating
 };
 
 }  // namespace cherenkov::engine
