@@ -19,5 +19,9 @@ Command register_prepare(CLI::App&);
 Command register_tokenize(CLI::App& parent);
 Command register_detokenize(CLI::App& parent);
 Command register_prompt(CLI::App& parent);
+Command register_run(CLI::App& parent);
+Command register_logits(CLI::App& parent);
+Command register_perplexity(CLI::App& parent);
+Command register_bench(CLI::App& parent);
 
 }  // namespace cherenkov::cli

@@ -24,10 +24,24 @@ int main(int argc, char** argv) {
         cherenkov::cli::register_tokenize(app),
         cherenkov::cli::register_detokenize(app),
         cherenkov::cli::register_prompt(app),
+        cherenkov::cli::register_run(app),
+        cherenkov::cli::register_logits(app),
+        cherenkov::cli::register_perplexity(app),
+        cherenkov::cli::register_bench(app),
     };
 
+    // `cherenkov MODEL 'prompt'` is `cherenkov run MODEL 'prompt'`: a first argument that is
+    // neither a flag nor a command name selects the run command.
+    std::vector<char*> args(argv, argv + argc);
+    static char run_name[] = "run";
+    if (argc > 1 && argv[1][0] != '-') {
+        bool known = false;
+        for (const auto& command : commands) known = known || command.app->check_name(argv[1]);
+        if (!known) args.insert(args.begin() + 1, run_name);
+    }
+
     try {
-        app.parse(argc, argv);
+        app.parse(static_cast<int>(args.size()), args.data());
     } catch (const CLI::ParseError& e) {
         return app.exit(e);
     }

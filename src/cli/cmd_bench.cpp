@@ -1,0 +1,119 @@
+// `cherenkov bench MODEL [--prompt-tokens N] [--gen-tokens N] [--drafts N] [--repeat N] [--json]`:
+// prefill and decode throughput on a seeded random prompt, expert bytes read per token in each
+// phase, and peak memory. Runs are repeated with fresh state on the loaded weights; the report
+// gives each run and the best.
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "base/error.h"
+#include "cli/commands.h"
+#include "cli/model_options.h"
+#include "engine/generate/generator.h"
+
+namespace cherenkov::cli {
+namespace {
+
+struct BenchOptions {
+    ModelOptions model;
+    int64_t prompt_tokens = 128;
+    int64_t gen_tokens = 32;
+    int drafts = 0;
+    int repeat = 3;
+    uint64_t seed = 1;
+    bool json = false;
+};
+
+int run_bench(const BenchOptions& options) {
+    if (options.prompt_tokens < 1 || options.gen_tokens < 1 || options.repeat < 1) {
+        throw_invalid("--prompt-tokens, --gen-tokens and --repeat must be positive");
+    }
+    auto loaded = load_model(options.model);
+    const int64_t vocab = loaded->model().vocab_size();
+    std::mt19937_64 rng(options.seed);
+    std::vector<int32_t> prompt(static_cast<size_t>(options.prompt_tokens));
+    for (int32_t& t : prompt) t = static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab));
+
+    engine::GenerationOptions generation;
+    generation.max_tokens = options.gen_tokens;
+    generation.drafts = options.drafts;
+    generation.stop_at_eos = false;
+    generation.max_ctx = options.prompt_tokens + options.gen_tokens + 4;
+
+    nlohmann::json runs = nlohmann::json::array();
+    double best_prefill = 0.0;
+    double best_decode = 0.0;
+    for (int i = 0; i < options.repeat; ++i) {
+        engine::Generator generator(loaded->model(), generation);
+        const uint64_t bytes_start = loaded->expert_bytes_read();
+        uint64_t bytes_after_prefill = 0;
+        bool first = true;
+        engine::GenerationStats stats = generator.generate(prompt, [&](int32_t) {
+            if (first) bytes_after_prefill = loaded->expert_bytes_read();
+            first = false;
+            return true;
+        });
+        const uint64_t bytes_end = loaded->expert_bytes_read();
+        const int64_t decoded = std::max<int64_t>(stats.generated_tokens - 1, 1);
+        const double prefill_tps = static_cast<double>(stats.prompt_tokens) / stats.prefill_seconds;
+        const double decode_tps = static_cast<double>(decoded) / stats.decode_seconds;
+        best_prefill = std::max(best_prefill, prefill_tps);
+        best_decode = std::max(best_decode, decode_tps);
+        runs.push_back({{"prefill_tokens_per_second", prefill_tps},
+                        {"decode_tokens_per_second", decode_tps},
+                        {"prefill_expert_bytes_per_token",
+                         static_cast<double>(bytes_after_prefill - bytes_start) / static_cast<double>(stats.prompt_tokens)},
+                        {"decode_expert_bytes_per_token",
+                         static_cast<double>(bytes_end - bytes_after_prefill) / static_cast<double>(decoded)},
+                        {"decode_steps", stats.decode_steps},
+                        {"drafts_proposed", stats.drafts_proposed},
+                        {"drafts_accepted", stats.drafts_accepted}});
+    }
+    nlohmann::json report = {{"model", options.model.model},
+                             {"threads", loaded->pool().size()},
+                             {"expert_bits", loaded->expert_bits()},
+                             {"prompt_tokens", options.prompt_tokens},
+                             {"gen_tokens", options.gen_tokens},
+                             {"drafts", options.drafts},
+                             {"load_seconds", loaded->load_seconds()},
+                             {"best_prefill_tokens_per_second", best_prefill},
+                             {"best_decode_tokens_per_second", best_decode},
+                             {"runs", runs},
+                             {"memory", loaded->memory_stats(nullptr)}};
+    if (options.json) {
+        std::cout << report.dump(2) << '\n';
+        return 0;
+    }
+    std::printf("model %s, %d threads, Q%d experts, prompt %lld, generate %lld, drafts %d\n", options.model.model.c_str(),
+                loaded->pool().size(), loaded->expert_bits(), static_cast<long long>(options.prompt_tokens),
+                static_cast<long long>(options.gen_tokens), options.drafts);
+    for (const auto& run : runs) {
+        std::printf("prefill %9.2f tok/s  decode %8.2f tok/s  expert MB/token: prefill %.3f decode %.3f\n",
+                    run["prefill_tokens_per_second"].get<double>(), run["decode_tokens_per_second"].get<double>(),
+                    run["prefill_expert_bytes_per_token"].get<double>() / 1e6,
+                    run["decode_expert_bytes_per_token"].get<double>() / 1e6);
+    }
+    std::printf("peak RSS %.1f MB, dense %.1f MB\n", report["memory"]["peak_rss_bytes"].get<double>() / 1e6,
+                report["memory"]["dense_bytes"].get<double>() / 1e6);
+    return 0;
+}
+
+}  // namespace
+
+Command register_bench(CLI::App& parent) {
+    auto options = std::make_shared<BenchOptions>();
+    CLI::App* app = parent.add_subcommand("bench", "Measure prefill and decode speed, expert reads and memory");
+    add_model_options(app, options->model);
+    app->add_option("--prompt-tokens", options->prompt_tokens, "Prompt length (default 128)");
+    app->add_option("--gen-tokens", options->gen_tokens, "Tokens to generate (default 32)");
+    app->add_option("--drafts", options->drafts, "MTP drafts (default 0)")->check(CLI::IsMember({0, 1, 2}));
+    app->add_option("--repeat", options->repeat, "Runs (default 3)");
+    app->add_option("--seed", options->seed, "Prompt seed");
+    app->add_flag("--json", options->json, "JSON report on stdout");
+    return {app, [options]() { return run_bench(*options); }};
+}
+
+}  // namespace cherenkov::cli

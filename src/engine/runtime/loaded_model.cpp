@@ -1,0 +1,88 @@
+#include "engine/runtime/loaded_model.h"
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "base/error.h"
+#include "base/file.h"
+#include "engine/experts/direct_expert_reader.h"
+#include "store/manifest/store_manifest.h"
+#include "store/store_check.h"
+
+namespace cherenkov::engine {
+
+namespace {
+
+// VmRSS / VmHWM of this process in bytes (0 when /proc is unavailable).
+uint64_t proc_status_bytes(const std::string& key) {
+    std::ifstream in("/proc/self/status");
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.rfind(key + ":", 0) == 0) {
+            std::istringstream fields(line.substr(key.size() + 1));
+            uint64_t kib = 0;
+            fields >> kib;
+            return kib * 1024;
+        }
+    }
+    return 0;
+}
+
+}  // namespace
+
+std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
+    const auto start = std::chrono::steady_clock::now();
+    namespace fs = std::filesystem;
+    if (!fs::is_directory(options.store_dir)) throw_not_found(options.store_dir + ": no such directory");
+    if (!store::looks_like_store(options.store_dir)) {
+        throw_invalid(options.store_dir + " is not a packed store (no manifest.json); pack it with: cherenkov prepare " +
+                      options.store_dir + " --output DIR");
+    }
+    if (options.expert_bits != 4 && options.expert_bits != 3 && options.expert_bits != 2) {
+        throw_invalid("--experts must be 4, 3 or 2, got " + std::to_string(options.expert_bits));
+    }
+    store::validate_store(options.store_dir);
+    std::unique_ptr<LoadedModel> loaded(new LoadedModel());
+    loaded->weights_ = load_model_weights(options.store_dir);
+    loaded->expert_bits_ = options.expert_bits;
+    if (options.expert_bits == 4) {
+        loaded->experts_ = std::make_unique<DirectExpertReader>(options.store_dir + "/" + std::string(store::kExpertsName),
+                                                                loaded->weights_->manifest.experts);
+    } else {
+        const std::string manifest_path = options.store_dir + "/" + store::lowbit_manifest_name(options.expert_bits);
+        if (!fs::exists(manifest_path)) {
+            throw_not_found(options.store_dir + " has no " + std::to_string(options.expert_bits) +
+                            "-bit expert table; build it with: cherenkov prepare SOURCE --output " +
+                            options.store_dir + " --experts " + std::to_string(options.expert_bits));
+        }
+        const store::LowBitManifest lowbit = store::parse_lowbit_manifest(read_text_file(manifest_path), manifest_path);
+        loaded->experts_ = std::make_unique<DirectExpertReader>(options.store_dir + "/" + lowbit.experts_file, lowbit.experts);
+    }
+    loaded->pool_ = std::make_unique<ThreadPool>(options.threads);
+    loaded->model_ = std::make_unique<Model>(*loaded->weights_, *loaded->experts_, *loaded->pool_);
+    loaded->load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return loaded;
+}
+
+uint64_t LoadedModel::expert_bytes_read() const {
+    if (const auto* direct = dynamic_cast<const DirectExpertReader*>(experts_.get())) return direct->bytes_read();
+    return 0;
+}
+
+nlohmann::json LoadedModel::memory_stats(const SequenceState* state) const {
+    nlohmann::json stats;
+    stats["rss_bytes"] = proc_status_bytes("VmRSS");
+    stats["peak_rss_bytes"] = proc_status_bytes("VmHWM");
+    stats["dense_bytes"] = weights_->resident_bytes();
+    stats["ngram_mapped_bytes"] = weights_->ngram_file ? weights_->ngram_file->bytes().size() : 0;
+    stats["state_bytes"] = state != nullptr ? state->bytes() : 0;
+    stats["expert_bits"] = expert_bits_;
+    stats["expert_record_bytes"] = experts_->layout().record_bytes;
+    stats["expert_pool_bytes"] = 0;
+    stats["experts_read_bytes"] = expert_bytes_read();
+    return stats;
+}
+
+}  // namespace cherenkov::engine

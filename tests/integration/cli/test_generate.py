@@ -1,0 +1,95 @@
+"""The model-running commands end to end on packed fixture stores: generation (streamed text,
+timings and memory_stats on stderr), greedy output identical for every draft count, `logits`
+against the transformers reference, `perplexity`, `bench`, and clear errors for bad input."""
+import json
+import shutil
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file
+
+from conftest import REPO
+
+FIXTURES = REPO / "tests" / "fixtures"
+
+
+@pytest.fixture(scope="module")
+def stores(run_cli, tmp_path_factory):
+    root = tmp_path_factory.mktemp("stores")
+    out = {}
+    for name, checkpoint in [("a", "tiny_a/hf_flat_fused"), ("c", "tiny_c/mlx_q4")]:
+        run_cli("prepare", FIXTURES / checkpoint, "--output", root / name, "--experts", "4,2")
+        out[name] = root / name
+    return out
+
+
+def test_generation_streams_text_and_reports_timings(run_cli, stores):
+    result = run_cli(stores["a"], "Hello there", "--max-tokens", "12", "--no-eos")
+    assert result.stdout.strip()
+    err = result.stderr
+    assert "load:" in err and "prefill:" in err and "decode: 11 tokens" in err
+    stats_line = next(line for line in err.splitlines() if line.startswith("memory_stats "))
+    stats = json.loads(stats_line[len("memory_stats "):])
+    assert stats["peak_rss_bytes"] > 0 and stats["dense_bytes"] > 0 and stats["experts_read_bytes"] > 0
+
+
+def test_greedy_text_is_the_same_for_every_draft_count(run_cli, stores):
+    texts = []
+    for drafts in ("0", "1", "2"):
+        result = run_cli(stores["a"], "def add(a, b):", "--raw", "--max-tokens", "40", "--no-eos", "--drafts", drafts)
+        texts.append(result.stdout)
+        if drafts != "0":
+            assert "mtp: draft 1 accepted" in result.stderr
+    assert texts[0] == texts[1] == texts[2]
+
+
+def test_low_bit_experts_run_and_missing_tables_are_named(run_cli, stores):
+    run_cli(stores["c"], "hi", "--experts", "2", "--max-tokens", "4")
+    result = run_cli(stores["c"], "hi", "--experts", "3", "--max-tokens", "4", check=False)
+    assert result.returncode == 1 and "3-bit expert table" in result.stderr
+
+
+def test_logits_match_the_reference(run_cli, stores):
+    ref = load_file(str(FIXTURES / "tiny_c" / "reference" / "logits.safetensors"))
+    ids = ref["input_ids.len8"].tolist()
+    out = json.loads(run_cli("logits", stores["c"], "--tokens", ",".join(map(str, ids)), "--full", "--json").stdout)
+    assert out["tokens"] == ids
+    ours = np.array(out["logits"], dtype=np.float32)
+    assert np.abs(ours - ref["logits.len8"]).max() < 1e-3
+    top = json.loads(run_cli("logits", stores["c"], "--tokens", ",".join(map(str, ids)), "--top", "3", "--json").stdout)
+    assert [row[0][0] for row in top["top"]] == ref["logits.len8"].argmax(axis=1).tolist()
+
+
+def test_perplexity_reports_json(run_cli, stores, tmp_path):
+    text = tmp_path / "text.txt"
+    text.write_text("The quick brown fox jumps over the lazy dog. " * 4)
+    out = json.loads(run_cli("perplexity", stores["a"], text, "--ctx", "16", "--json").stdout)
+    assert out["scored_tokens"] > 10 and out["perplexity"] > 1.0
+
+
+def test_bench_reports_throughput(run_cli, stores):
+    report = json.loads(run_cli("bench", stores["a"], "--prompt-tokens", "16", "--gen-tokens", "8", "--repeat", "1",
+                                "--json").stdout)
+    assert report["best_prefill_tokens_per_second"] > 0 and report["best_decode_tokens_per_second"] > 0
+    assert report["runs"][0]["decode_expert_bytes_per_token"] > 0
+
+
+@pytest.mark.parametrize("args,message", [
+    (["logits", "{a}", "--tokens", "1,2,9999", "--json"], "outside the vocabulary"),
+    (["logits", "{a}", "--tokens", "1,x", "--json"], "not a token id"),
+    (["{a}", "hello there", "--max-ctx", "4"], "--max-ctx"),
+    (["{checkpoint}", "hello"], "not a packed store"),
+])
+def test_bad_input_gets_a_clear_error(run_cli, stores, args, message):
+    args = [a.format(a=stores["a"], checkpoint=FIXTURES / "tiny_a" / "hf_flat_fused") for a in args]
+    result = run_cli(*args, check=False)
+    assert result.returncode != 0 and message in result.stderr
+
+
+def test_corrupt_store_is_detected_before_work(run_cli, stores, tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(stores["a"], broken)
+    with open(broken / "dense.bin", "r+b") as f:
+        f.truncate(1000)
+    result = run_cli(broken, "hello", check=False)
+    assert result.returncode == 1 and "dense.bin" in result.stderr
