@@ -63,6 +63,8 @@ ForwardResult Model::forward(SequenceState& state, std::span<const int32_t> toke
         ngram_ids[l].resize(static_cast<size_t>(n_rows * hash.n_heads()));
         q4::ngram_ids_into(hash, context, token_ids, ngram_ids[l]);
         next_context = context;
+        // Start the page reads now; the rows are needed once the layers before this one ran.
+        for (int64_t id : ngram_ids[l]) weights_.layers[l].ple->prefetch_row(id);
     }
 
     // Embedding, replicated over the C streams.

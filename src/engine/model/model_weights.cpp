@@ -1,5 +1,8 @@
 #include "engine/model/model_weights.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstring>
 
 #include "base/error.h"
@@ -273,6 +276,15 @@ void PleWeights::gather_row(int64_t row, float* out) const {
     m.scales = reinterpret_cast<const uint16_t*>(base + code_bytes);
     m.biases = reinterpret_cast<const uint16_t*>(base + code_bytes + 2 * n_groups);
     dequantize_row(m, 0, out);
+}
+
+void PleWeights::prefetch_row(int64_t row) const {
+    if (row < 0 || static_cast<uint64_t>(row) >= table_rows) return;
+    const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const auto begin = reinterpret_cast<uintptr_t>(table + static_cast<uint64_t>(row) * row_bytes);
+    const uintptr_t first = begin / page * page;
+    const uintptr_t last = (begin + row_bytes + page - 1) / page * page;
+    ::posix_madvise(reinterpret_cast<void*>(first), last - first, POSIX_MADV_WILLNEED);
 }
 
 uint64_t ModelWeights::resident_bytes() const { return dense_file ? dense_file->bytes().size() : 0; }
