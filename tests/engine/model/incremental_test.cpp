@@ -114,6 +114,32 @@ TEST(Incremental, CommitRollsBackRejectedRows) {
     }
 }
 
+// A copied SequenceState is a checkpoint (§5.3): restoring it and running the suffix equals
+// running the whole prompt, and the original sequence is untouched by the copy's progress.
+TEST(Incremental, CheckpointRestoreEqualsTheFullPrompt) {
+    FixtureEngine engine("tiny_a/hf_flat_fused");
+    ReferenceFile reference("tiny_a/reference/logits.safetensors");
+    const auto tokens = reference.tokens("input_ids.chat");
+    const std::vector<int32_t> prefix(tokens.begin(), tokens.begin() + 50);
+    const std::vector<int32_t> suffix(tokens.begin() + 50, tokens.end());
+    engine::SequenceState state = engine.model.new_sequence(256);
+    engine::ForwardOptions keep;
+    keep.keep_residuals = true;
+    engine.model.forward(state, prefix, keep);
+    const engine::SequenceState checkpoint = state;
+    engine::ForwardOptions all;
+    all.all_logits = true;
+    auto first = engine.model.forward(state, suffix, all);
+    engine::SequenceState restored = checkpoint;
+    auto second = engine.model.forward(restored, suffix, all);
+    EXPECT_EQ(first.logits, second.logits);
+    const std::vector<float> full = chunked_logits(engine, tokens, {tokens.size()});
+    const std::vector<float> tail(full.end() - static_cast<int64_t>(first.logits.size()), full.end());
+    EXPECT_LE(max_abs_diff(second.logits, tail), 1e-4F);
+    // The MTP state travels with the checkpoint.
+    EXPECT_EQ(checkpoint.pending_residuals.size(), prefix.size() * static_cast<size_t>(engine.model.config().hc_width()));
+}
+
 TEST(Incremental, RejectsTokensOutsideTheVocabularyBeforeWork) {
     FixtureEngine engine("tiny_c/hf_nested_fused");
     engine::SequenceState state = engine.model.new_sequence(16);
