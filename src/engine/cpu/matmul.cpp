@@ -1,72 +1,223 @@
-// Portable reference kernels (the vectorized paths land separately under the same interface).
+// Entry points of the CPU matmul: argument checks, the per-call group sums of x, the split of
+// output rows over the pool, and the choice of kernel family (matmul_kernels.h).
 #include "engine/cpu/matmul.h"
 
+#include <algorithm>
+#include <atomic>
+#include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "base/half.h"
+#include "engine/cpu/matmul_kernels.h"
 #include "engine/cpu/thread_pool.h"
 
 namespace cherenkov::engine {
-
 namespace {
 
-inline uint32_t code_at(const uint8_t* row, int bits, int64_t k) {
-    const uint64_t bit = static_cast<uint64_t>(k) * static_cast<uint64_t>(bits);
-    const uint64_t byte = bit / 8;
-    const unsigned shift = bit % 8;
-    uint32_t v = row[byte];
-    if (shift + static_cast<unsigned>(bits) > 8) v |= static_cast<uint32_t>(row[byte + 1]) << 8;
-    return (v >> shift) & ((1U << bits) - 1U);
+using matmul_detail::AffineCall;
+using matmul_detail::F32Call;
+using matmul_detail::kRowTile;
+
+// The override set by set_kernel_path (tests and benchmarks only; the engine never sets it).
+std::atomic<KernelPath> requested_path{KernelPath::Auto};
+
+// A range of output rows handed to another thread should carry at least this many
+// multiply-adds (~15-30 µs of work), so tiny matrices (gates, small experts at decode) run
+// inline on the caller without waking a worker.
+constexpr int64_t kMinMacsPerRange = int64_t{1} << 16;
+
+int64_t round_up(int64_t value, int64_t multiple) {
+    return (value + multiple - 1) / multiple * multiple;
 }
 
-}  // namespace
+bool valid_bits(int bits) {
+    return bits == 2 || bits == 3 || bits == 4 || bits == 5 || bits == 6 || bits == 8;
+}
 
-void dequantize_row(const AffineMatrix& w, int64_t row, float* out) {
+void check_call(int64_t rows, int64_t cols, size_t x_stride, int64_t n_rows, size_t y_stride,
+                const float* x, const float* y) {
+    if (rows < 0 || cols <= 0) {
+        throw_invalid("[matmul] matrix shape [" + std::to_string(rows) + ", " +
+                      std::to_string(cols) + "] is empty or negative");
+    }
+    if (n_rows < 0) throw_invalid("[matmul] n_rows " + std::to_string(n_rows) + " is negative");
+    if (n_rows == 0 || rows == 0) return;
+    if (x == nullptr || y == nullptr) throw_invalid("[matmul] x or y is null");
+    if (n_rows > 1 && x_stride < static_cast<size_t>(cols)) {
+        throw_invalid("[matmul] x_stride " + std::to_string(x_stride) + " < cols " +
+                      std::to_string(cols));
+    }
+    if (n_rows > 1 && y_stride < static_cast<size_t>(rows)) {
+        throw_invalid("[matmul] y_stride " + std::to_string(y_stride) + " < rows " +
+                      std::to_string(rows));
+    }
+}
+
+void check_affine(const AffineMatrix& w) {
+    if (!valid_bits(w.bits)) {
+        throw_unsupported("[matmul] " + std::to_string(w.bits) + "-bit affine weights");
+    }
+    if (w.group_size != 32 && w.group_size != 64 && w.group_size != 128) {
+        throw_unsupported("[matmul] affine group size " + std::to_string(w.group_size) +
+                          " (expected 32, 64 or 128)");
+    }
+    if (w.cols % w.group_size != 0) {
+        throw_invalid("[matmul] cols " + std::to_string(w.cols) +
+                      " is not a multiple of the group size " + std::to_string(w.group_size));
+    }
+    if (w.rows > 0 && (w.codes == nullptr || w.scales == nullptr || w.biases == nullptr)) {
+        throw_invalid("[matmul] affine matrix without codes, scales or biases");
+    }
+}
+
+// Row tiles per pool range, so that a range carries at least kMinMacsPerRange.
+size_t tile_grain(int64_t cols, int64_t n_rows) {
+    const int64_t macs_per_tile = kRowTile * cols * std::max<int64_t>(n_rows, 1);
+    return static_cast<size_t>(
+        std::max<int64_t>(1, (kMinMacsPerRange + macs_per_tile - 1) / macs_per_tile));
+}
+
+// Calls kernel(call, row_begin, row_end) over [0, rows) in ranges of whole row tiles.
+template <typename Call>
+void run_over_rows(const Call& call, int64_t rows, int64_t cols, int64_t n_rows,
+                   void (*kernel)(const Call&, int64_t, int64_t), ThreadPool* pool) {
+    const auto n_tiles = static_cast<size_t>((rows + kRowTile - 1) / kRowTile);
+    const size_t grain = tile_grain(cols, n_rows);
+    if (pool == nullptr || pool->size() == 1 || n_tiles < 2 * grain) {
+        kernel(call, 0, rows);
+        return;
+    }
+    pool->parallel_for(n_tiles, grain, [&](size_t tile_begin, size_t tile_end) {
+        const auto begin = static_cast<int64_t>(tile_begin) * kRowTile;
+        const int64_t end = std::min(rows, static_cast<int64_t>(tile_end) * kRowTile);
+        kernel(call, begin, end);
+    });
+}
+
+// Group sums of x for the bias term, in the order matmul_kernels.h fixes: layout
+// [groups, stride] with stride = n_rows rounded up to 8 and zero padding. The scratch belongs to
+// the calling thread and grows to the largest call; the hot path allocates only while it grows.
+const float* x_group_sums(const float* x, size_t x_stride, int64_t n_rows, int64_t cols,
+                          int group_size, size_t* stride_out) {
+    thread_local std::vector<float> sums;
+    const int64_t n_groups = cols / group_size;
+    const auto stride = static_cast<size_t>(round_up(n_rows, 8));
+    if (sums.size() < static_cast<size_t>(n_groups) * stride) {
+        sums.resize(static_cast<size_t>(n_groups) * stride);
+    }
+    for (int64_t group = 0; group < n_groups; ++group) {
+        float* out = sums.data() + static_cast<size_t>(group) * stride;
+        for (int64_t t = 0; t < n_rows; ++t) {
+            const float* xg = x + static_cast<size_t>(t) * x_stride +
+                              static_cast<size_t>(group) * static_cast<size_t>(group_size);
+            float lanes[8] = {};
+            for (int c8 = 0; c8 < group_size; c8 += 8) {
+                for (int lane = 0; lane < 8; ++lane) lanes[lane] += xg[c8 + lane];
+            }
+            out[t] = matmul_detail::hsum8(lanes);
+        }
+        std::fill(out + n_rows, out + stride, 0.0F);
+    }
+    *stride_out = stride;
+    return sums.data();
+}
+
+template <int Bits>
+void dequantize_row_bits(const AffineMatrix& w, int64_t row, float* out) {
     const uint8_t* codes = w.codes + static_cast<size_t>(row) * w.row_code_bytes();
-    const int64_t groups = w.groups_per_row();
-    for (int64_t g = 0; g < groups; ++g) {
-        const float scale = bf16_to_float(w.scales[row * groups + g]);
-        const float bias = bf16_to_float(w.biases[row * groups + g]);
-        for (int64_t i = 0; i < w.group_size; ++i) {
-            const int64_t k = g * w.group_size + i;
-            out[k] = scale * static_cast<float>(code_at(codes, w.bits, k)) + bias;
+    const int64_t n_groups = w.groups_per_row();
+    constexpr uint32_t kMask = (1U << Bits) - 1;
+    for (int64_t group = 0; group < n_groups; ++group) {
+        const float scale = bf16_to_float(w.scales[row * n_groups + group]);
+        const float bias = bf16_to_float(w.biases[row * n_groups + group]);
+        for (int64_t c = group * w.group_size; c < (group + 1) * w.group_size; ++c) {
+            const size_t bit = static_cast<size_t>(c) * Bits;
+            uint32_t window = codes[bit / 8];
+            if ((bit % 8) + Bits > 8) window |= uint32_t{codes[bit / 8 + 1]} << 8;
+            const auto q = static_cast<float>((window >> (bit % 8)) & kMask);
+            out[c] = scale * q + bias;
         }
     }
 }
 
+}  // namespace
+
+bool cpu_has_avx2_fma() {
+#if defined(__x86_64__) || defined(__i386__)
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    return false;
+#endif
+}
+
+void set_kernel_path(KernelPath path) {
+    if (path == KernelPath::Avx2 && !cpu_has_avx2_fma()) {
+        throw_unsupported("[matmul] this CPU has no AVX2/FMA");
+    }
+    requested_path.store(path, std::memory_order_relaxed);
+}
+
+KernelPath active_kernel_path() {
+    const KernelPath path = requested_path.load(std::memory_order_relaxed);
+    if (path != KernelPath::Auto) return path;
+    return cpu_has_avx2_fma() ? KernelPath::Avx2 : KernelPath::Portable;
+}
+
 void matmul(const AffineMatrix& w, const float* x, size_t x_stride, int64_t n_rows, float* y,
             size_t y_stride, ThreadPool* pool) {
-    pool->parallel_for(static_cast<size_t>(w.rows), 16, [&](size_t begin, size_t end) {
-        std::vector<float> row(static_cast<size_t>(w.cols));
-        for (size_t r = begin; r < end; ++r) {
-            dequantize_row(w, static_cast<int64_t>(r), row.data());
-            for (int64_t t = 0; t < n_rows; ++t) {
-                const float* xt = x + static_cast<size_t>(t) * x_stride;
-                float sum = 0.0F;
-                for (int64_t c = 0; c < w.cols; ++c) sum += row[static_cast<size_t>(c)] * xt[c];
-                y[static_cast<size_t>(t) * y_stride + r] = sum;
-            }
-        }
-    });
+    check_affine(w);
+    check_call(w.rows, w.cols, x_stride, n_rows, y_stride, x, y);
+    if (n_rows == 0 || w.rows == 0) return;
+
+    AffineCall call;
+    call.w = &w;
+    call.x = x;
+    call.x_stride = n_rows > 1 ? x_stride : static_cast<size_t>(w.cols);
+    call.n_rows = n_rows;
+    call.y = y;
+    call.y_stride = n_rows > 1 ? y_stride : static_cast<size_t>(w.rows);
+    call.xsum = x_group_sums(x, call.x_stride, n_rows, w.cols, w.group_size, &call.xsum_stride);
+    const auto kernel = active_kernel_path() == KernelPath::Avx2
+                            ? &matmul_detail::affine_rows_avx2
+                            : &matmul_detail::affine_rows_portable;
+    run_over_rows(call, w.rows, w.cols, n_rows, kernel, pool);
 }
 
 void matmul(const F32Matrix& w, const float* x, size_t x_stride, int64_t n_rows, float* y,
             size_t y_stride, ThreadPool* pool) {
-    pool->parallel_for(static_cast<size_t>(w.rows), 16, [&](size_t begin, size_t end) {
-        for (size_t r = begin; r < end; ++r) {
-            const float* wr = w.data + r * static_cast<size_t>(w.cols);
-            for (int64_t t = 0; t < n_rows; ++t) {
-                const float* xt = x + static_cast<size_t>(t) * x_stride;
-                float sum = 0.0F;
-                for (int64_t c = 0; c < w.cols; ++c) sum += wr[c] * xt[c];
-                y[static_cast<size_t>(t) * y_stride + r] = sum;
-            }
-        }
-    });
+    check_call(w.rows, w.cols, x_stride, n_rows, y_stride, x, y);
+    if (n_rows == 0 || w.rows == 0) return;
+    if (w.data == nullptr) throw_invalid("[matmul] F32 matrix without data");
+
+    F32Call call;
+    call.w = &w;
+    call.x = x;
+    call.x_stride = n_rows > 1 ? x_stride : static_cast<size_t>(w.cols);
+    call.n_rows = n_rows;
+    call.y = y;
+    call.y_stride = n_rows > 1 ? y_stride : static_cast<size_t>(w.rows);
+    const auto kernel = active_kernel_path() == KernelPath::Avx2
+                            ? &matmul_detail::f32_rows_avx2
+                            : &matmul_detail::f32_rows_portable;
+    run_over_rows(call, w.rows, w.cols, n_rows, kernel, pool);
 }
 
-void set_kernel_path(KernelPath /*path*/) {}
-KernelPath active_kernel_path() { return KernelPath::Portable; }
-bool cpu_has_avx2_fma() { return false; }
+void dequantize_row(const AffineMatrix& w, int64_t row, float* out) {
+    check_affine(w);
+    if (row < 0 || row >= w.rows) {
+        throw_invalid("[dequantize_row] row " + std::to_string(row) + " outside [0, " +
+                      std::to_string(w.rows) + ")");
+    }
+    switch (w.bits) {
+        case 2: return dequantize_row_bits<2>(w, row, out);
+        case 3: return dequantize_row_bits<3>(w, row, out);
+        case 4: return dequantize_row_bits<4>(w, row, out);
+        case 5: return dequantize_row_bits<5>(w, row, out);
+        case 6: return dequantize_row_bits<6>(w, row, out);
+        case 8: return dequantize_row_bits<8>(w, row, out);
+        default: throw_internal("[dequantize_row] unchecked bit width");
+    }
+}
 
 }  // namespace cherenkov::engine

@@ -10,7 +10,7 @@
 namespace cherenkov::engine {
 
 class ThreadPool {
-   public:
+public:
     // n_threads ≤ 0: the number of online CPUs. 1: everything runs on the caller.
     explicit ThreadPool(int n_threads = 0);
     ~ThreadPool();
@@ -25,7 +25,7 @@ class ThreadPool {
     // parallel_for on the same pool.
     void parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t)>& body);
 
-   private:
+private:
     struct Impl;
     Impl* impl_;
 };

@@ -28,7 +28,9 @@ std::string number(double value) {
 
 // A uniform double in [0, 1) from the top 53 bits of one draw: the same sequence on every
 // standard library (std::uniform_real_distribution is implementation-defined).
-double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
+double uniform01(std::mt19937_64& rng) {
+    return static_cast<double>(rng() >> 11) * 0x1.0p-53;
+}
 
 }  // namespace
 
@@ -36,9 +38,7 @@ bool Sampler::candidate_before(const Candidate& a, const Candidate& b) {
     return a.logit > b.logit || (a.logit == b.logit && a.token < b.token);
 }
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 void validate_sampling_options(const SamplingOptions& options) {
     require(std::isfinite(options.temperature) && options.temperature >= 0.0F,
@@ -50,9 +50,9 @@ void validate_sampling_options(const SamplingOptions& options) {
             "--presence-penalty must be finite, got " + number(options.presence_penalty));
     require(std::isfinite(options.frequency_penalty),
             "--frequency-penalty must be finite, got " + number(options.frequency_penalty));
-    require(std::isfinite(options.repetition_penalty) && options.repetition_penalty > 0.0F,
-            "--repetition-penalty must be finite and > 0, got " +
-                number(options.repetition_penalty));
+    require(
+        std::isfinite(options.repetition_penalty) && options.repetition_penalty > 0.0F,
+        "--repetition-penalty must be finite and > 0, got " + number(options.repetition_penalty));
 }
 
 int32_t argmax(std::span<const float> logits) {
@@ -88,10 +88,21 @@ void Sampler::apply_penalties(std::span<float> logits) const {
     }
 }
 
-size_t Sampler::sort_candidates(size_t n_needed, size_t n_kept) {
+size_t Sampler::sort_candidates(size_t n_sorted, size_t n_needed, size_t n_kept) {
     n_needed = std::min(n_needed, n_kept);
-    std::partial_sort(candidates_.begin(), candidates_.begin() + static_cast<ptrdiff_t>(n_needed),
-                      candidates_.begin() + static_cast<ptrdiff_t>(n_kept), candidate_before);
+    if (n_needed <= n_sorted) return n_sorted;
+    // Everything after the sorted prefix ranks below it: select the next n_needed - n_sorted
+    // there (linear) and sort only those.
+    const auto begin = candidates_.begin();
+    // A lambda, not the function pointer, so the comparison inlines into the sort.
+    const auto before = [](const Candidate& a, const Candidate& b) {
+        return candidate_before(a, b);
+    };
+    std::nth_element(begin + static_cast<ptrdiff_t>(n_sorted),
+                     begin + static_cast<ptrdiff_t>(n_needed),
+                     begin + static_cast<ptrdiff_t>(n_kept), before);
+    std::sort(begin + static_cast<ptrdiff_t>(n_sorted), begin + static_cast<ptrdiff_t>(n_needed),
+              before);
     return n_needed;
 }
 
@@ -103,7 +114,7 @@ int32_t Sampler::sample(std::span<float> logits) {
     candidates_.resize(logits.size());
     for (size_t index = 0; index < logits.size(); ++index) {
         logits[index] /= options_.temperature;
-        candidates_[index] = {logits[index], static_cast<int32_t>(index)};
+        candidates_[index] = {logits[index], static_cast<int32_t>(index), 0.0F};
     }
 
     // Top-k moves the k best candidates to the front. Only the prefix that top-p and the draw
@@ -112,20 +123,24 @@ int32_t Sampler::sample(std::span<float> logits) {
     if (options_.top_k > 0 && static_cast<size_t>(options_.top_k) < n_kept) {
         n_kept = static_cast<size_t>(options_.top_k);
         std::nth_element(candidates_.begin(), candidates_.begin() + static_cast<ptrdiff_t>(n_kept),
-                         candidates_.end(), candidate_before);
+                         candidates_.end(), [](const Candidate& a, const Candidate& b) {
+                             return candidate_before(a, b);
+                         });
     }
-    size_t n_sorted = sort_candidates(256, n_kept);
+    size_t n_sorted = sort_candidates(0, 256, n_kept);
 
-    // Softmax over the kept candidates (weights relative to the best one).
+    // Softmax weights of the kept candidates, relative to the best one.
     const float best = candidates_[0].logit;
     if (!std::isfinite(best)) return candidates_[0].token;  // every logit is -inf
     double total = 0.0;
     for (size_t index = 0; index < n_kept; ++index) {
-        total += std::exp(static_cast<double>(candidates_[index].logit - best));
+        candidates_[index].weight = std::exp(candidates_[index].logit - best);
+        total += candidates_[index].weight;
     }
 
     // Top-p: the shortest sorted prefix whose probability reaches top_p (at least one).
     size_t n_nucleus = n_kept;
+    double nucleus_total = total;
     if (options_.top_p < 1.0F) {
         const double target = static_cast<double>(options_.top_p) * total;
         double cumulative = 0.0;
@@ -133,24 +148,21 @@ int32_t Sampler::sample(std::span<float> logits) {
         for (;;) {
             if (index == n_sorted) {
                 if (n_sorted == n_kept) break;
-                n_sorted = sort_candidates(n_sorted * 4, n_kept);
+                n_sorted = sort_candidates(n_sorted, n_sorted * 4, n_kept);
             }
-            cumulative += std::exp(static_cast<double>(candidates_[index].logit - best));
+            cumulative += candidates_[index].weight;
             ++index;
             if (cumulative >= target) break;
         }
         n_nucleus = std::max<size_t>(index, 1);
+        nucleus_total = cumulative;
     }
 
     // The draw walks the nucleus in candidate order (sorted as far as top-p needed it).
-    double nucleus_total = 0.0;
-    for (size_t index = 0; index < n_nucleus; ++index) {
-        nucleus_total += std::exp(static_cast<double>(candidates_[index].logit - best));
-    }
     const double draw = uniform01(rng_) * nucleus_total;
     double cumulative = 0.0;
     for (size_t index = 0; index < n_nucleus; ++index) {
-        cumulative += std::exp(static_cast<double>(candidates_[index].logit - best));
+        cumulative += candidates_[index].weight;
         if (draw < cumulative) return candidates_[index].token;
     }
     return candidates_[n_nucleus - 1].token;

@@ -39,7 +39,7 @@ int32_t argmax(std::span<const float> logits);
 
 // One request's sampler: owns the RNG and the counts of seen tokens.
 class Sampler {
-   public:
+public:
     explicit Sampler(const SamplingOptions& options);
 
     // Records tokens that count for penalties (the prompt, then each emitted token).
@@ -52,18 +52,20 @@ class Sampler {
 
     const SamplingOptions& options() const { return options_; }
 
-   private:
+private:
     struct Candidate {
         float logit;
         int32_t token;
+        float weight;  // exp(logit - best logit)
     };
     // Higher logit first, then lower token id: a total order, so ties never depend on the
     // sort algorithm.
     static bool candidate_before(const Candidate& a, const Candidate& b);
 
     void apply_penalties(std::span<float> logits) const;
-    // Sorts the first n_needed of candidates_[0, n_kept); returns how many are sorted.
-    size_t sort_candidates(size_t n_needed, size_t n_kept);
+    // Extends the sorted prefix of candidates_[0, n_kept) from n_sorted to n_needed entries;
+    // returns the new length of the sorted prefix.
+    size_t sort_candidates(size_t n_sorted, size_t n_needed, size_t n_kept);
 
     SamplingOptions options_;
     std::mt19937_64 rng_;

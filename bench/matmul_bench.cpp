@@ -1,0 +1,209 @@
+// CPU matmul throughput: `matmul_bench [--quick]` times the affine kernels on FN-like shapes
+// (dense [10240, 2560] and [2560, 6144], an expert [640, 2560]) at Q4/Q3/Q2 group 64, for both
+// kernel families and for 1 thread and all CPUs, and the machine's memcpy bandwidth in the same
+// run. Decode (1, 2, 4 input rows) reports GB/s of weight bytes (codes + scales + biases) read,
+// cycling through enough copies of the matrix to exceed the last-level cache, and its ratio to
+// memcpy; prefill (128, 512 rows) reports GFLOP/s (2·rows·cols·n_rows). Best of several runs
+// (wall clock), so other load on the machine shows as noise, not as a bias.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/half.h"
+#include "engine/cpu/matmul.h"
+#include "engine/cpu/thread_pool.h"
+
+namespace {
+
+using cherenkov::engine::AffineMatrix;
+using cherenkov::engine::KernelPath;
+using cherenkov::engine::ThreadPool;
+
+constexpr size_t kStreamBytes = size_t{512} << 20;  // decode working set: past any LLC
+
+double now_seconds() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+// Best time of `work` over at least `min_runs` runs and about `min_seconds` in total.
+double best_seconds(const std::function<void()>& work, int min_runs, double min_seconds) {
+    double best = 1e30;
+    const double start = now_seconds();
+    for (int run = 0; run < min_runs || now_seconds() - start < min_seconds; ++run) {
+        const double begin = now_seconds();
+        work();
+        best = std::min(best, now_seconds() - begin);
+        if (run >= 50) break;
+    }
+    return best;
+}
+
+struct Shape {
+    const char* name;
+    int64_t rows;
+    int64_t cols;
+    int bits;
+};
+
+// n_copies copies of one random matrix's bytes, each copy a separate AffineMatrix.
+struct MatrixSet {
+    std::vector<uint8_t> codes;
+    std::vector<uint16_t> scales;
+    std::vector<uint16_t> biases;
+    std::vector<AffineMatrix> copies;
+    size_t bytes_per_copy = 0;
+};
+
+MatrixSet make_matrices(const Shape& shape, int group_size, size_t n_copies) {
+    MatrixSet set;
+    AffineMatrix m{shape.rows, shape.cols, shape.bits, group_size, nullptr, nullptr, nullptr};
+    const size_t code_bytes = static_cast<size_t>(shape.rows) * m.row_code_bytes();
+    const size_t n_params = static_cast<size_t>(shape.rows * m.groups_per_row());
+    set.codes.resize(code_bytes * n_copies);
+    set.scales.resize(n_params * n_copies);
+    set.biases.resize(n_params * n_copies);
+    std::mt19937_64 rng(shape.rows * 31 + shape.cols + shape.bits);
+    for (size_t index = 0; index < set.codes.size(); index += 8) {
+        const uint64_t word = rng();
+        std::memcpy(set.codes.data() + index, &word, std::min<size_t>(8, set.codes.size() - index));
+    }
+    std::uniform_real_distribution<float> scale(0.001F, 0.02F);
+    std::uniform_real_distribution<float> bias(-0.1F, 0.1F);
+    for (size_t index = 0; index < set.scales.size(); ++index) {
+        set.scales[index] = cherenkov::float_to_bf16(scale(rng));
+        set.biases[index] = cherenkov::float_to_bf16(bias(rng));
+    }
+    for (size_t copy = 0; copy < n_copies; ++copy) {
+        AffineMatrix view = m;
+        view.codes = set.codes.data() + copy * code_bytes;
+        view.scales = set.scales.data() + copy * n_params;
+        view.biases = set.biases.data() + copy * n_params;
+        set.copies.push_back(view);
+    }
+    set.bytes_per_copy = code_bytes + 2 * n_params * sizeof(uint16_t);
+    return set;
+}
+
+// Bytes copied per second by memcpy over a working set of 2 × kStreamBytes, split over the pool.
+double memcpy_gbps(ThreadPool& pool) {
+    std::vector<uint8_t> source(kStreamBytes, 1);
+    std::vector<uint8_t> target(kStreamBytes, 2);
+    const size_t n_chunks = 64;
+    const double seconds = best_seconds(
+        [&] {
+            pool.parallel_for(n_chunks, 1, [&](size_t begin, size_t end) {
+                const size_t chunk = kStreamBytes / n_chunks;
+                std::memcpy(target.data() + begin * chunk, source.data() + begin * chunk,
+                            (end - begin) * chunk);
+            });
+        },
+        3, 1.0);
+    return static_cast<double>(kStreamBytes) / seconds / 1e9;
+}
+
+const char* path_name(KernelPath path) {
+    return path == KernelPath::Avx2 ? "avx2" : "portable";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
+    ThreadPool single(1);
+    ThreadPool all(0);
+    std::vector<KernelPath> paths = {KernelPath::Portable};
+    if (cherenkov::engine::cpu_has_avx2_fma()) paths.push_back(KernelPath::Avx2);
+
+    const double memcpy_one = memcpy_gbps(single);
+    const double memcpy_all = memcpy_gbps(all);
+    std::printf("machine: %d CPUs, AVX2/FMA %s\n", all.size(),
+                cherenkov::engine::cpu_has_avx2_fma() ? "yes" : "no");
+    std::printf("memcpy (%zu MiB, bytes copied): 1 thread %.2f GB/s, %d threads %.2f GB/s\n\n",
+                kStreamBytes >> 20, memcpy_one, all.size(), memcpy_all);
+
+    const std::vector<Shape> shapes = {
+        {"dense [10240,2560]", 10240, 2560, 4}, {"dense [10240,2560]", 10240, 2560, 3},
+        {"dense [10240,2560]", 10240, 2560, 2}, {"dense [2560,6144]", 2560, 6144, 4},
+        {"dense [2560,6144]", 2560, 6144, 3},   {"dense [2560,6144]", 2560, 6144, 2},
+        {"expert [640,2560]", 640, 2560, 4},    {"expert [640,2560]", 640, 2560, 2},
+    };
+    const int group_size = 64;
+
+    std::printf("decode: GB/s of weight bytes (ratio to memcpy with the same threads)\n");
+    std::printf("%-20s %-3s %-8s %-4s %16s %16s %16s\n", "shape", "q", "path", "thr", "1 row",
+                "2 rows", "4 rows");
+    for (const Shape& shape : shapes) {
+        MatrixSet probe = make_matrices(shape, group_size, 1);
+        const size_t n_copies = std::max<size_t>(1, kStreamBytes / probe.bytes_per_copy);
+        probe = {};
+        const MatrixSet set = make_matrices(shape, group_size, n_copies);
+        std::vector<float> x(static_cast<size_t>(4 * shape.cols), 0.5F);
+        std::vector<float> y(static_cast<size_t>(4 * shape.rows));
+        for (const KernelPath path : paths) {
+            cherenkov::engine::set_kernel_path(path);
+            for (ThreadPool* pool : {&single, &all}) {
+                const double reference = pool == &single ? memcpy_one : memcpy_all;
+                std::printf("%-20s Q%-2d %-8s %-4d", shape.name, shape.bits, path_name(path),
+                            pool->size());
+                for (const int64_t n_rows : {1, 2, 4}) {
+                    const double seconds = best_seconds(
+                        [&] {
+                            for (const AffineMatrix& m : set.copies) {
+                                cherenkov::engine::matmul(
+                                    m, x.data(), static_cast<size_t>(shape.cols), n_rows, y.data(),
+                                    static_cast<size_t>(shape.rows), pool);
+                            }
+                        },
+                        quick ? 1 : 3, quick ? 0.2 : 1.0);
+                    const double gbps =
+                        static_cast<double>(set.bytes_per_copy * set.copies.size()) / seconds / 1e9;
+                    std::printf(" %7.2f (%4.2fx)", gbps, gbps / reference);
+                }
+                std::printf("\n");
+                std::fflush(stdout);
+            }
+        }
+    }
+
+    std::printf("\nprefill: GFLOP/s (2·rows·cols·n_rows)\n");
+    std::printf("%-20s %-3s %-8s %-4s %9s %9s\n", "shape", "q", "path", "thr", "128 rows",
+                "512 rows");
+    for (const Shape& shape : shapes) {
+        const MatrixSet set = make_matrices(shape, group_size, 1);
+        std::vector<float> x(static_cast<size_t>(512 * shape.cols));
+        std::mt19937 rng(5);
+        std::uniform_real_distribution<float> uniform(-1.0F, 1.0F);
+        for (float& value : x) value = uniform(rng);
+        std::vector<float> y(static_cast<size_t>(512 * shape.rows));
+        for (const KernelPath path : paths) {
+            cherenkov::engine::set_kernel_path(path);
+            for (ThreadPool* pool : {&single, &all}) {
+                std::printf("%-20s Q%-2d %-8s %-4d", shape.name, shape.bits, path_name(path),
+                            pool->size());
+                for (const int64_t n_rows : {128, 512}) {
+                    const double seconds = best_seconds(
+                        [&] {
+                            cherenkov::engine::matmul(
+                                set.copies[0], x.data(), static_cast<size_t>(shape.cols), n_rows,
+                                y.data(), static_cast<size_t>(shape.rows), pool);
+                        },
+                        quick || path == KernelPath::Portable ? 1 : 2, quick ? 0.1 : 0.5);
+                    const double flops = 2.0 * static_cast<double>(shape.rows) *
+                                         static_cast<double>(shape.cols) *
+                                         static_cast<double>(n_rows);
+                    std::printf(" %9.1f", flops / seconds / 1e9);
+                }
+                std::printf("\n");
+                std::fflush(stdout);
+            }
+        }
+    }
+    cherenkov::engine::set_kernel_path(KernelPath::Auto);
+    return 0;
+}

@@ -1,0 +1,396 @@
+// AVX2/FMA matmul kernels, compiled per function with target("avx2,fma") so the rest of the
+// build keeps the baseline ISA; matmul.cpp calls them only when the CPU has both features.
+// Summation order: matmul_kernels.h. Two affine kernels share it bit for bit:
+//   streaming (n_rows ≤ 4): each group of NW weight rows is unpacked once into registers and
+//     multiplied into every input row's accumulators, so weights stream from memory once;
+//   blocked (more rows): a [32 weight rows × 256 columns] block is decoded (scale·q, float)
+//     into L1 and a 3×4 register tile (input rows × weight rows) runs over it for every input
+//     row of a 48-row block; lane accumulators persist in memory across column blocks.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/error.h"
+#include "base/half.h"
+#include "engine/cpu/matmul_kernels.h"
+
+#define CHERENKOV_AVX2 __attribute__((target("avx2,fma")))
+
+namespace cherenkov::engine::matmul_detail {
+namespace {
+
+constexpr int64_t kWeightBlock = 32;  // weight rows per decoded block
+constexpr int64_t kInputBlock = 48;   // input rows per block (a multiple of kTileInputs, of 8)
+constexpr int64_t kColBlock = 256;    // columns per decoded block: a multiple of every group size
+constexpr int kTileInputs = 3;        // register tile: 3 input rows × 4 weight rows = 12 ymm
+constexpr int kTileWeights = 4;
+constexpr size_t kMaxGroupBytes = 128 * 8 / 8;
+
+// 3-, 5- and 6-bit codes straddle bytes; they are unpacked with a byte shuffle of a 16-byte
+// load, which may read up to 13 bytes past the group. Groups that close to the end of the
+// matrix are copied to a padded buffer first.
+template <int Bits>
+constexpr bool kShuffleUnpack = Bits == 3 || Bits == 5 || Bits == 6;
+
+// pshufb control for lane k: the two bytes holding code k's bits, then two zero bytes.
+constexpr int shuffle_lane(int k, int bits) {
+    const int byte = k * bits / 8;
+    return static_cast<int>(static_cast<unsigned>(byte) | static_cast<unsigned>(byte + 1) << 8 |
+                            0x80U << 16 | 0x80U << 24);
+}
+
+// Codes 8·piece .. 8·piece+7 of a code stream (they take exactly Bits bytes) as int32 lanes.
+template <int Bits>
+CHERENKOV_AVX2 inline __m256i unpack8(const uint8_t* codes, int64_t piece) {
+    if constexpr (Bits == 8) {
+        const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + 8 * piece));
+        return _mm256_cvtepu8_epi32(bytes);
+    } else if constexpr (Bits == 4) {
+        uint32_t word = 0;
+        std::memcpy(&word, codes + 4 * piece, 4);
+        const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+        return _mm256_and_si256(
+            _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(word)), shifts),
+            _mm256_set1_epi32(15));
+    } else if constexpr (Bits == 2) {
+        // A 16-bit broadcast (vpbroadcastw from memory): each 32-bit lane holds the two code
+        // bytes twice, and shifts below 16 only reach the low copy.
+        int16_t half = 0;
+        std::memcpy(&half, codes + 2 * piece, 2);
+        const __m256i shifts = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+        return _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi16(half), shifts),
+                                _mm256_set1_epi32(3));
+    } else {
+        static_assert(kShuffleUnpack<Bits>);
+        const __m256i bytes = _mm256_broadcastsi128_si256(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + Bits * piece)));
+        const __m256i shuffle =
+            _mm256_setr_epi32(shuffle_lane(0, Bits), shuffle_lane(1, Bits), shuffle_lane(2, Bits),
+                              shuffle_lane(3, Bits), shuffle_lane(4, Bits), shuffle_lane(5, Bits),
+                              shuffle_lane(6, Bits), shuffle_lane(7, Bits));
+        const __m256i shifts =
+            _mm256_setr_epi32(0, Bits % 8, 2 * Bits % 8, 3 * Bits % 8, 4 * Bits % 8, 5 * Bits % 8,
+                              6 * Bits % 8, 7 * Bits % 8);
+        return _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi8(bytes, shuffle), shifts),
+                                _mm256_set1_epi32((1 << Bits) - 1));
+    }
+}
+
+// The codes of one group, moved to `padded` when the shuffle unpack could read past the matrix.
+template <int Bits>
+CHERENKOV_AVX2 inline const uint8_t* group_codes(const uint8_t* group, size_t group_bytes,
+                                                 const uint8_t* codes_end, uint8_t* padded) {
+    if constexpr (kShuffleUnpack<Bits>) {
+        if (group + group_bytes + 16 > codes_end) {
+            std::memcpy(padded, group, group_bytes);
+            return padded;
+        }
+    }
+    return group;
+}
+
+CHERENKOV_AVX2 inline float hsum8(__m256 v) {
+    const __m128 pairs = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    const __m128 quads = _mm_add_ps(pairs, _mm_movehl_ps(pairs, pairs));
+    return _mm_cvtss_f32(_mm_add_ss(quads, _mm_shuffle_ps(quads, quads, 1)));
+}
+
+// ---- streaming kernel (n_rows ≤ 4) -------------------------------------------------------
+
+// Weight rows row0 .. row0+NW-1 against all NT input rows.
+template <int Bits, int NT, int NW>
+CHERENKOV_AVX2 void stream_tile(const AffineCall& call, int64_t row0) {
+    const AffineMatrix& w = *call.w;
+    const int64_t n_groups = w.groups_per_row();
+    const int64_t n_pieces = w.group_size / 8;
+    const size_t row_bytes = w.row_code_bytes();
+    const size_t group_bytes = static_cast<size_t>(w.group_size) * Bits / 8;
+    const uint8_t* codes_end = w.codes + static_cast<size_t>(w.rows) * row_bytes;
+    alignas(16) uint8_t padded[NW][kMaxGroupBytes + 16];
+
+    __m256 acc[NT][NW];
+    __m128 bsum[NT][NW];
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; ++t) {
+#pragma GCC unroll 16
+        for (int r = 0; r < NW; ++r) {
+            acc[t][r] = _mm256_setzero_ps();
+            bsum[t][r] = _mm_setzero_ps();
+        }
+    }
+    for (int64_t group = 0; group < n_groups; ++group) {
+        const uint8_t* codes[NW];
+        __m256 scale[NW];
+#pragma GCC unroll 16
+        for (int r = 0; r < NW; ++r) {
+            const int64_t row = row0 + r;
+            codes[r] = group_codes<Bits>(w.codes + static_cast<size_t>(row) * row_bytes +
+                                             static_cast<size_t>(group) * group_bytes,
+                                         group_bytes, codes_end, padded[r]);
+            scale[r] = _mm256_set1_ps(bf16_to_float(w.scales[row * n_groups + group]));
+        }
+        const float* xg = call.x + static_cast<size_t>(group) * static_cast<size_t>(w.group_size);
+        for (int64_t piece = 0; piece < n_pieces; ++piece) {
+            __m256 xv[NT];
+#pragma GCC unroll 16
+            for (int t = 0; t < NT; ++t) {
+                xv[t] = _mm256_loadu_ps(xg + static_cast<size_t>(t) * call.x_stride + 8 * piece);
+            }
+#pragma GCC unroll 16
+            for (int r = 0; r < NW; ++r) {
+                const __m256 wq =
+                    _mm256_mul_ps(_mm256_cvtepi32_ps(unpack8<Bits>(codes[r], piece)), scale[r]);
+#pragma GCC unroll 16
+                for (int t = 0; t < NT; ++t) acc[t][r] = _mm256_fmadd_ps(wq, xv[t], acc[t][r]);
+            }
+        }
+        const float* xs = call.xsum + static_cast<size_t>(group) * call.xsum_stride;
+#pragma GCC unroll 16
+        for (int r = 0; r < NW; ++r) {
+            const __m128 bias = _mm_set_ss(bf16_to_float(w.biases[(row0 + r) * n_groups + group]));
+#pragma GCC unroll 16
+            for (int t = 0; t < NT; ++t) {
+                bsum[t][r] = _mm_fmadd_ss(bias, _mm_load_ss(xs + t), bsum[t][r]);
+            }
+        }
+    }
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; ++t) {
+#pragma GCC unroll 16
+        for (int r = 0; r < NW; ++r) {
+            call.y[static_cast<size_t>(t) * call.y_stride + static_cast<size_t>(row0 + r)] =
+                hsum8(acc[t][r]) + _mm_cvtss_f32(bsum[t][r]);
+        }
+    }
+}
+
+template <int Bits, int NT>
+CHERENKOV_AVX2 void stream_rows(const AffineCall& call, int64_t row_begin, int64_t row_end) {
+    // Four weight rows at a time give four independent FMA chains per input row; with 3-4
+    // input rows, two keep the accumulators within the 16 ymm registers.
+    constexpr int kRows = NT <= 2 ? 4 : 2;
+    int64_t row = row_begin;
+    for (; row + kRows <= row_end; row += kRows) stream_tile<Bits, NT, kRows>(call, row);
+    for (; row < row_end; ++row) stream_tile<Bits, NT, 1>(call, row);
+}
+
+// ---- blocked kernel (n_rows > 4) ---------------------------------------------------------
+
+// wq[r · kColBlock + k] = scale · q for weight rows row0 .. row0+n_w-1, columns k0 .. k0+n_k-1.
+template <int Bits>
+CHERENKOV_AVX2 void decode_block(const AffineMatrix& w, int64_t row0, int64_t n_w, int64_t k0,
+                                 int64_t n_k, float* wq) {
+    const int64_t n_groups = w.groups_per_row();
+    const int64_t n_pieces = w.group_size / 8;
+    const size_t row_bytes = w.row_code_bytes();
+    const size_t group_bytes = static_cast<size_t>(w.group_size) * Bits / 8;
+    const uint8_t* codes_end = w.codes + static_cast<size_t>(w.rows) * row_bytes;
+    alignas(16) uint8_t padded[kMaxGroupBytes + 16];
+    for (int64_t r = 0; r < n_w; ++r) {
+        const int64_t row = row0 + r;
+        for (int64_t group = k0 / w.group_size; group < (k0 + n_k) / w.group_size; ++group) {
+            const uint8_t* codes =
+                group_codes<Bits>(w.codes + static_cast<size_t>(row) * row_bytes +
+                                      static_cast<size_t>(group) * group_bytes,
+                                  group_bytes, codes_end, padded);
+            const __m256 scale = _mm256_set1_ps(bf16_to_float(w.scales[row * n_groups + group]));
+            float* out = wq + r * kColBlock + (group * w.group_size - k0);
+            for (int64_t piece = 0; piece < n_pieces; ++piece) {
+                _mm256_store_ps(
+                    out + 8 * piece,
+                    _mm256_mul_ps(_mm256_cvtepi32_ps(unpack8<Bits>(codes, piece)), scale));
+            }
+        }
+    }
+}
+
+// partial[(t · kWeightBlock + r) · 8 + lane] += wq[r] · x[t] over n_k columns, for a tile of
+// NT input rows and NW weight rows.
+template <int NT, int NW>
+CHERENKOV_AVX2 void tile_kernel(const float* wq, const float* x, size_t x_stride, int64_t n_k,
+                                float* partial) {
+    __m256 acc[NT][NW];
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; ++t) {
+#pragma GCC unroll 16
+        for (int r = 0; r < NW; ++r)
+            acc[t][r] = _mm256_load_ps(partial + (t * kWeightBlock + r) * 8);
+    }
+    for (int64_t k = 0; k < n_k; k += 8) {
+        __m256 xv[NT];
+#pragma GCC unroll 16
+        for (int t = 0; t < NT; ++t)
+            xv[t] = _mm256_loadu_ps(x + static_cast<size_t>(t) * x_stride + k);
+#pragma GCC unroll 16
+        for (int r = 0; r < NW; ++r) {
+            const __m256 wv = _mm256_load_ps(wq + r * kColBlock + k);
+#pragma GCC unroll 16
+            for (int t = 0; t < NT; ++t) acc[t][r] = _mm256_fmadd_ps(wv, xv[t], acc[t][r]);
+        }
+    }
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; ++t) {
+#pragma GCC unroll 16
+        for (int r = 0; r < NW; ++r)
+            _mm256_store_ps(partial + (t * kWeightBlock + r) * 8, acc[t][r]);
+    }
+}
+
+using TileKernel = void (*)(const float*, const float*, size_t, int64_t, float*);
+constexpr TileKernel kTileKernels[kTileInputs][kTileWeights] = {
+    {tile_kernel<1, 1>, tile_kernel<1, 2>, tile_kernel<1, 3>, tile_kernel<1, 4>},
+    {tile_kernel<2, 1>, tile_kernel<2, 2>, tile_kernel<2, 3>, tile_kernel<2, 4>},
+    {tile_kernel<3, 1>, tile_kernel<3, 2>, tile_kernel<3, 3>, tile_kernel<3, 4>},
+};
+
+// y for input rows t0 .. t0+n_t-1 and weight rows row0 .. row0+n_w-1 from the lane partials:
+// the bias term runs over groups in order, eight input rows per vector.
+CHERENKOV_AVX2 void finish_block(const AffineCall& call, int64_t row0, int64_t n_w, int64_t t0,
+                                 int64_t n_t, const float* partial) {
+    const AffineMatrix& w = *call.w;
+    const int64_t n_groups = w.groups_per_row();
+    for (int64_t r = 0; r < n_w; ++r) {
+        const uint16_t* biases = w.biases + (row0 + r) * n_groups;
+        for (int64_t t8 = 0; t8 < n_t; t8 += 8) {
+            __m256 bsum = _mm256_setzero_ps();
+            const float* xs = call.xsum + static_cast<size_t>(t0 + t8);
+            for (int64_t group = 0; group < n_groups; ++group) {
+                bsum = _mm256_fmadd_ps(
+                    _mm256_set1_ps(bf16_to_float(biases[group])),
+                    _mm256_loadu_ps(xs + static_cast<size_t>(group) * call.xsum_stride), bsum);
+            }
+            alignas(32) float bias_terms[8];
+            _mm256_store_ps(bias_terms, bsum);
+            for (int64_t lane = 0; lane < std::min<int64_t>(8, n_t - t8); ++lane) {
+                const int64_t t = t8 + lane;
+                call.y[static_cast<size_t>(t0 + t) * call.y_stride +
+                       static_cast<size_t>(row0 + r)] =
+                    matmul_detail::hsum8(partial + (t * kWeightBlock + r) * 8) + bias_terms[lane];
+            }
+        }
+    }
+}
+
+template <int Bits>
+CHERENKOV_AVX2 void blocked_rows(const AffineCall& call, int64_t row_begin, int64_t row_end) {
+    const AffineMatrix& w = *call.w;
+    // 32 KB + 48 KB of stack: the decoded block stays in L1, the partials in L1/L2.
+    alignas(32) float wq[kWeightBlock * kColBlock];
+    alignas(32) float partial[kInputBlock * kWeightBlock * 8];
+    for (int64_t row0 = row_begin; row0 < row_end; row0 += kWeightBlock) {
+        const int64_t n_w = std::min(kWeightBlock, row_end - row0);
+        for (int64_t t0 = 0; t0 < call.n_rows; t0 += kInputBlock) {
+            const int64_t n_t = std::min(kInputBlock, call.n_rows - t0);
+            std::fill(partial, partial + n_t * kWeightBlock * 8, 0.0F);
+            for (int64_t k0 = 0; k0 < w.cols; k0 += kColBlock) {
+                const int64_t n_k = std::min(kColBlock, w.cols - k0);
+                decode_block<Bits>(w, row0, n_w, k0, n_k, wq);
+                for (int64_t t = 0; t < n_t; t += kTileInputs) {
+                    const int64_t n_tile_t = std::min<int64_t>(kTileInputs, n_t - t);
+                    const float* x = call.x + static_cast<size_t>(t0 + t) * call.x_stride + k0;
+                    for (int64_t r = 0; r < n_w; r += kTileWeights) {
+                        const int64_t n_tile_w = std::min<int64_t>(kTileWeights, n_w - r);
+                        kTileKernels[n_tile_t - 1][n_tile_w - 1](
+                            wq + r * kColBlock, x, call.x_stride, n_k,
+                            partial + (t * kWeightBlock + r) * 8);
+                    }
+                }
+            }
+            finish_block(call, row0, n_w, t0, n_t, partial);
+        }
+    }
+}
+
+template <int Bits>
+CHERENKOV_AVX2 void affine_rows_bits(const AffineCall& call, int64_t row_begin, int64_t row_end) {
+    switch (call.n_rows) {
+        case 1: return stream_rows<Bits, 1>(call, row_begin, row_end);
+        case 2: return stream_rows<Bits, 2>(call, row_begin, row_end);
+        case 3: return stream_rows<Bits, 3>(call, row_begin, row_end);
+        case 4: return stream_rows<Bits, 4>(call, row_begin, row_end);
+        default: return blocked_rows<Bits>(call, row_begin, row_end);
+    }
+}
+
+// ---- F32 -----------------------------------------------------------------------------------
+
+template <int NT, int NW>
+CHERENKOV_AVX2 void f32_tile(const F32Call& call, int64_t row0, int64_t t0) {
+    const F32Matrix& w = *call.w;
+    const int64_t cols8 = w.cols / 8 * 8;
+    const float* wr[NW];
+    const float* xr[NT];
+#pragma GCC unroll 16
+    for (int r = 0; r < NW; ++r)
+        wr[r] = w.data + static_cast<size_t>(row0 + r) * static_cast<size_t>(w.cols);
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; ++t) xr[t] = call.x + static_cast<size_t>(t0 + t) * call.x_stride;
+    __m256 acc[NT][NW];
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; ++t) {
+#pragma GCC unroll 16
+        for (int r = 0; r < NW; ++r) acc[t][r] = _mm256_setzero_ps();
+    }
+    for (int64_t k = 0; k < cols8; k += 8) {
+        __m256 xv[NT];
+#pragma GCC unroll 16
+        for (int t = 0; t < NT; ++t) xv[t] = _mm256_loadu_ps(xr[t] + k);
+#pragma GCC unroll 16
+        for (int r = 0; r < NW; ++r) {
+            const __m256 wv = _mm256_loadu_ps(wr[r] + k);
+#pragma GCC unroll 16
+            for (int t = 0; t < NT; ++t) acc[t][r] = _mm256_fmadd_ps(wv, xv[t], acc[t][r]);
+        }
+    }
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; ++t) {
+#pragma GCC unroll 16
+        for (int r = 0; r < NW; ++r) {
+            __m128 sum = _mm_set_ss(hsum8(acc[t][r]));
+            for (int64_t c = cols8; c < w.cols; ++c) {
+                sum = _mm_fmadd_ss(_mm_load_ss(wr[r] + c), _mm_load_ss(xr[t] + c), sum);
+            }
+            call.y[static_cast<size_t>(t0 + t) * call.y_stride + static_cast<size_t>(row0 + r)] =
+                _mm_cvtss_f32(sum);
+        }
+    }
+}
+
+using F32Tile = void (*)(const F32Call&, int64_t, int64_t);
+constexpr F32Tile kF32Tiles[kTileInputs][kTileWeights] = {
+    {f32_tile<1, 1>, f32_tile<1, 2>, f32_tile<1, 3>, f32_tile<1, 4>},
+    {f32_tile<2, 1>, f32_tile<2, 2>, f32_tile<2, 3>, f32_tile<2, 4>},
+    {f32_tile<3, 1>, f32_tile<3, 2>, f32_tile<3, 3>, f32_tile<3, 4>},
+};
+
+}  // namespace
+
+void affine_rows_avx2(const AffineCall& call, int64_t row_begin, int64_t row_end) {
+    switch (call.w->bits) {
+        case 2: return affine_rows_bits<2>(call, row_begin, row_end);
+        case 3: return affine_rows_bits<3>(call, row_begin, row_end);
+        case 4: return affine_rows_bits<4>(call, row_begin, row_end);
+        case 5: return affine_rows_bits<5>(call, row_begin, row_end);
+        case 6: return affine_rows_bits<6>(call, row_begin, row_end);
+        case 8: return affine_rows_bits<8>(call, row_begin, row_end);
+        default: throw_internal("[matmul] unchecked bit width");
+    }
+}
+
+void f32_rows_avx2(const F32Call& call, int64_t row_begin, int64_t row_end) {
+    // Input rows in blocks that stay in L2; each 4-row tile of weights stays in L1 while the
+    // block's input rows pass over it.
+    for (int64_t t0 = 0; t0 < call.n_rows; t0 += kInputBlock) {
+        const int64_t n_t = std::min(kInputBlock, call.n_rows - t0);
+        for (int64_t r = row_begin; r < row_end; r += kTileWeights) {
+            const int64_t n_tile_w = std::min<int64_t>(kTileWeights, row_end - r);
+            for (int64_t t = 0; t < n_t; t += kTileInputs) {
+                const int64_t n_tile_t = std::min<int64_t>(kTileInputs, n_t - t);
+                kF32Tiles[n_tile_t - 1][n_tile_w - 1](call, r, t0 + t);
+            }
+        }
+    }
+}
+
+}  // namespace cherenkov::engine::matmul_detail
