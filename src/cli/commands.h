@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <vector>
 
 namespace cherenkov::cli {
 
@@ -19,5 +20,10 @@ Command register_prepare(CLI::App&);
 Command register_tokenize(CLI::App& parent);
 Command register_detokenize(CLI::App& parent);
 Command register_prompt(CLI::App& parent);
+Command register_paths(CLI::App& parent);
+Command register_download(CLI::App& parent);
+// Commands with subcommands return one Command per leaf.
+std::vector<Command> register_store_commands(CLI::App& parent);
+std::vector<Command> register_model_commands(CLI::App& parent);
 
 }  // namespace cherenkov::cli

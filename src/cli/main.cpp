@@ -24,7 +24,11 @@ int main(int argc, char** argv) {
         cherenkov::cli::register_tokenize(app),
         cherenkov::cli::register_detokenize(app),
         cherenkov::cli::register_prompt(app),
+        cherenkov::cli::register_paths(app),
+        cherenkov::cli::register_download(app),
     };
+    for (auto& command : cherenkov::cli::register_model_commands(app)) commands.push_back(command);
+    for (auto& command : cherenkov::cli::register_store_commands(app)) commands.push_back(command);
 
     try {
         app.parse(argc, argv);
