@@ -164,6 +164,9 @@ void ProgressDisplay::draw_bar_locked(const IndexEvent& event, bool final) {
         std::fprintf(stderr, "\r[%s] %s\x1b[K", bar.c_str(), line);
         drawn_ = true;
         if (final) end_line_locked();
+    } else if (event.kind == IndexEvent::Kind::Pack) {
+        // "prepare: experts  42.0% ...", the packer's plain form since before the index.
+        std::fprintf(stderr, "prepare: %s\n", line + kind_label(event.kind).size() + 1);
     } else {
         std::fprintf(stderr, "cherenkov: %s\n", line);
     }
