@@ -1,11 +1,11 @@
 #include "store/index/hf_download.h"
 
 #include <filesystem>
-#include <nlohmann/json.hpp>
 
 #include "base/error.h"
 #include "base/file.h"
 #include "model_data/hub/hub_client.h"
+#include "model_data/qwen4_exp/config.h"
 #include "model_data/safetensors/safetensors_checkpoint.h"
 #include "store/packer/packer.h"
 
@@ -37,17 +37,11 @@ uint64_t existing_bytes(const std::string& path) {
 
 // qwen4_exp is what `prepare` can pack; checked on config.json before any weights move.
 void check_architecture(const std::string& config_path, const std::string& what) {
-    nlohmann::json config;
     try {
-        config = nlohmann::json::parse(read_text_file(config_path));
-    } catch (const nlohmann::json::exception& error) {
-        throw_corrupt(config_path + ": not valid JSON: " + error.what());
-    }
-    const std::string model_type =
-        config.is_object() ? config.value("model_type", std::string()) : std::string();
-    if (model_type != "qwen4_exp") {
-        throw_unsupported(what + ": model_type '" + model_type +
-                          "' is not qwen4_exp; Cherenkov can only prepare qwen4_exp checkpoints");
+        model_data::qwen4_exp::parse_config(read_text_file(config_path), config_path);
+    } catch (const Error& error) {
+        throw Error(ErrorKind::Unsupported,
+                    what + ": not a qwen4_exp checkpoint Cherenkov can prepare: " + error.what());
     }
 }
 
@@ -88,9 +82,11 @@ SnapshotResult download_snapshot(const SnapshotDownload& request, const std::str
     for (const hub::RepoFile& file : info.files) {
         if (is_metadata(file.path)) metadata.push_back(file);
     }
+    uint64_t metadata_total = 0;
+    for (const hub::RepoFile& file : metadata) metadata_total += file.size_bytes.value_or(0);
     uint64_t metadata_bytes = 0;
     for (size_t index = 0; index < metadata.size(); ++index) {
-        fetch(metadata[index], metadata_bytes, 0, index, metadata.size());
+        fetch(metadata[index], metadata_bytes, metadata_total, index, metadata.size());
     }
     result.n_files = metadata.size();
     if (!fs::exists(directory + "/config.json", ec)) {
