@@ -16,8 +16,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         const RevisionInfo info = parse_revision_info(text, "revision.json");
         if (info.commit.size() != 40) __builtin_trap();
         for (const RepoFile& file : info.files) {
-            if (file.path.empty() || file.path.front() == '/' ||
-                file.path.find("..") == 0 || file.path.find("/../") != std::string::npos)
+            if (file.path.empty() || file.path.front() == '/' || file.path.find("..") == 0 ||
+                file.path.find("/../") != std::string::npos)
                 __builtin_trap();
         }
     } catch (const cherenkov::Error&) {

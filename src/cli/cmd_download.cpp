@@ -26,23 +26,24 @@ Command register_download(CLI::App& parent) {
         "download", "Deprecated: download an HF checkpoint (use `prepare`, with --keep-source)");
     app->add_option("repo", args->repo, "owner/name or hf://owner/name[@revision]");
     app->add_option("--revision", args->revision, "Branch, tag or commit (default: main)");
-    app->add_flag("--metadata-only", args->metadata_only,
-                  "Fetch config and tokenizer files only");
+    app->add_flag("--metadata-only", args->metadata_only, "Fetch config and tokenizer files only");
     add_root_flag(*app, args->flags);
     add_token_flag(*app, args->flags);
     auto run = [args] {
-        log_warn("download", "`download` is deprecated; use `cherenkov prepare hf://OWNER/NAME` "
-                             "(add --keep-source to retain the weights)");
+        log_warn("download",
+                 "`download` is deprecated; use `cherenkov prepare hf://OWNER/NAME` "
+                 "(add --keep-source to retain the weights)");
         store::HfUri uri;
         if (args->repo.empty()) {
             uri.repo = std::string(store::kDefaultModelRepo);
             uri.revision = std::string(store::kDefaultModelCommit);
         } else {
             uri = store::parse_hf_uri(args->repo.rfind("hf://", 0) == 0 ? args->repo
-                                                                         : "hf://" + args->repo);
+                                                                        : "hf://" + args->repo);
         }
         if (!args->revision.empty()) {
-            if (uri.revision) throw_invalid("give the revision either after '@' or with --revision");
+            if (uri.revision)
+                throw_invalid("give the revision either after '@' or with --revision");
             uri.revision = args->revision;
         }
         std::string directory;

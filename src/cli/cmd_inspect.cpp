@@ -20,8 +20,9 @@ Command register_inspect(CLI::App& parent) {
     };
     auto options = std::make_shared<Options>();
     CLI::App* app = parent.add_subcommand(
-        "inspect", "Describe a model, checkpoint, safetensors or GGUF file: tensors, encodings, byte "
-                   "ranges, roles and what preparation needs");
+        "inspect",
+        "Describe a model, checkpoint, safetensors or GGUF file: tensors, encodings, byte "
+        "ranges, roles and what preparation needs");
     app->add_option("model", options->target,
                     "Alias, ID, hf:// or disk:// URI, checkpoint directory, http(s) checkpoint "
                     "URL, .safetensors or .gguf file")
@@ -37,7 +38,8 @@ Command register_inspect(CLI::App& parent) {
             output = store::inspect_model(options->target, index_options(options->flags, &display));
         }
         if (options->json) {
-            std::cout << output.report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+            std::cout << output.report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+                      << '\n';
         } else {
             std::cout << output.text;
         }

@@ -41,7 +41,8 @@ void print_listing(const json& listing) {
     }
     std::printf("%-24s %-12s %-10s %10s  %s\n", "REFERENCE", "ID", "PREPARED", "SIZE", "SOURCE");
     for (const auto& entry : listing["models"]) {
-        const uint64_t bytes = entry["store"].is_null() ? 0 : entry["store"]["bytes"].get<uint64_t>();
+        const uint64_t bytes =
+            entry["store"].is_null() ? 0 : entry["store"]["bytes"].get<uint64_t>();
         std::string source = entry["source"]["uri"].get<std::string>();
         if (!entry["retained_source"].is_null()) source += "  (source retained)";
         std::printf("%-24s %-12s %-10s %10s  %s\n", entry["reference"].get<std::string>().c_str(),
@@ -132,8 +133,8 @@ Command remove_command(CLI::App& model_app) {
     app->add_flag("--json", args->json, "Print JSON");
     add_root_flag(*app, args->flags);
     auto run = [args] {
-        const store::RemoveReport report = store::remove_model(
-            index_options(args->flags, nullptr), args->model, args->source_only);
+        const store::RemoveReport report = store::remove_model(index_options(args->flags, nullptr),
+                                                               args->model, args->source_only);
         if (args->json) {
             std::cout << json{{"id", report.model_id},
                               {"reference", report.reference},
@@ -191,9 +192,9 @@ Command gc_command(CLI::App& model_app) {
             const std::string what = item.action == "delete"   ? verb
                                      : item.action == "forget" ? "forgot (files kept)"
                                                                : "kept";
-            std::cout << what << "  " << item.kind << " " << item.artifact_id << "  "
-                      << item.reason << "  " << human_bytes(static_cast<double>(item.bytes))
-                      << "  " << item.path << '\n';
+            std::cout << what << "  " << item.kind << " " << item.artifact_id << "  " << item.reason
+                      << "  " << human_bytes(static_cast<double>(item.bytes)) << "  " << item.path
+                      << '\n';
         }
         std::cout << verb << " " << human_bytes(static_cast<double>(report.bytes_freed)) << '\n';
         return 0;

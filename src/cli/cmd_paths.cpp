@@ -19,8 +19,8 @@ Command register_paths(CLI::App& parent) {
     add_root_flag(*app, args->flags);
     app->add_flag("--json", args->json, "Print JSON");
     auto run = [args] {
-        const store::StoragePaths paths = store::resolve_storage_paths(
-            args->flags.root, store::PathEnvironment::from_process());
+        const store::StoragePaths paths =
+            store::resolve_storage_paths(args->flags.root, store::PathEnvironment::from_process());
         const nlohmann::json out{
             {"data", paths.data},
             {"scratch", paths.scratch},

@@ -57,15 +57,17 @@ std::vector<Command> register_store_commands(CLI::App& parent) {
     add_app->add_option("--layout", add->layout, "default (ROOT/owner/repo) or hf-cache")
         ->check(CLI::IsMember({"default", "hf-cache"}));
     add_root_flag(*add_app, add->flags);
-    commands.push_back(Command{add_app, [add] {
-        const store::ModelIndex index(index_options(add->flags, nullptr).paths);
-        const store::FsStore created = store::add_store(
-            index, add->name, add->root_dir, store::parse_store_layout(add->layout, "--layout"));
-        std::cout << "registered store " << created.name << " (" << created.id << ") at "
-                  << created.root << ", layout " << store::store_layout_name(created.layout)
-                  << '\n';
-        return 0;
-    }});
+    commands.push_back(
+        Command{add_app, [add] {
+                    const store::ModelIndex index(index_options(add->flags, nullptr).paths);
+                    const store::FsStore created =
+                        store::add_store(index, add->name, add->root_dir,
+                                         store::parse_store_layout(add->layout, "--layout"));
+                    std::cout << "registered store " << created.name << " (" << created.id
+                              << ") at " << created.root << ", layout "
+                              << store::store_layout_name(created.layout) << '\n';
+                    return 0;
+                }});
 
     struct ListArgs {
         IndexFlags flags;
@@ -75,21 +77,22 @@ std::vector<Command> register_store_commands(CLI::App& parent) {
     CLI::App* list_app = store_app->add_subcommand("list", "List filesystem stores");
     list_app->add_flag("--json", list->json, "Print JSON");
     add_root_flag(*list_app, list->flags);
-    commands.push_back(Command{list_app, [list] {
-        const nlohmann::json stores = store::list_stores(index_options(list->flags, nullptr));
-        if (list->json) {
-            std::cout << stores.dump(2) << '\n';
+    commands.push_back(Command{
+        list_app, [list] {
+            const nlohmann::json stores = store::list_stores(index_options(list->flags, nullptr));
+            if (list->json) {
+                std::cout << stores.dump(2) << '\n';
+                return 0;
+            }
+            if (stores["stores"].empty()) std::cout << "no filesystem stores\n";
+            for (const auto& entry : stores["stores"]) {
+                std::cout << entry["name"].get<std::string>() << "  "
+                          << entry["root"].get<std::string>() << "  "
+                          << entry["layout"].get<std::string>()
+                          << (entry["enabled"].get<bool>() ? "" : "  (disabled)") << '\n';
+            }
             return 0;
-        }
-        if (stores["stores"].empty()) std::cout << "no filesystem stores\n";
-        for (const auto& entry : stores["stores"]) {
-            std::cout << entry["name"].get<std::string>() << "  "
-                      << entry["root"].get<std::string>() << "  "
-                      << entry["layout"].get<std::string>()
-                      << (entry["enabled"].get<bool>() ? "" : "  (disabled)") << '\n';
-        }
-        return 0;
-    }});
+        }});
 
     commands.push_back(store_toggle(*store_app, "enable", "Allow disk:// selectors of a store"));
     commands.push_back(store_toggle(*store_app, "disable", "Block disk:// selectors of a store"));

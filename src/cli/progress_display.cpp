@@ -128,18 +128,17 @@ void ProgressDisplay::on_event(const IndexEvent& event) {
 }
 
 void ProgressDisplay::draw_bar_locked(const IndexEvent& event, bool final) {
-    const double seconds =
-        std::chrono::duration<double>(Clock::now() - phase_start_).count();
+    const double seconds = std::chrono::duration<double>(Clock::now() - phase_start_).count();
     const bool by_bytes = event.bytes_total != 0;
-    const double done = by_bytes ? static_cast<double>(event.bytes_done)
-                                 : static_cast<double>(event.done);
-    const double total = by_bytes ? static_cast<double>(event.bytes_total)
-                                  : static_cast<double>(event.total);
+    const double done =
+        by_bytes ? static_cast<double>(event.bytes_done) : static_cast<double>(event.done);
+    const double total =
+        by_bytes ? static_cast<double>(event.bytes_total) : static_cast<double>(event.total);
     const double fraction = total > 0 ? std::min(1.0, done / total) : 0.0;
     const double progressed =
-        by_bytes ? static_cast<double>(event.bytes_done - std::min(event.bytes_done,
-                                                                   phase_start_bytes_))
-                 : done;
+        by_bytes
+            ? static_cast<double>(event.bytes_done - std::min(event.bytes_done, phase_start_bytes_))
+            : done;
     const double rate = seconds > 0.05 ? progressed / seconds : 0.0;
     const double eta = rate > 0 ? (total - done) / rate : -1.0;
     char line[512];
@@ -151,9 +150,8 @@ void ProgressDisplay::draw_bar_locked(const IndexEvent& event, bool final) {
                       static_cast<unsigned long long>(event.done),
                       static_cast<unsigned long long>(event.total));
     } else {
-        std::snprintf(line, sizeof line, "%s %s %llu/%llu  ETA %s",
-                      kind_label(event.kind).c_str(), event.message.c_str(),
-                      static_cast<unsigned long long>(event.done),
+        std::snprintf(line, sizeof line, "%s %s %llu/%llu  ETA %s", kind_label(event.kind).c_str(),
+                      event.message.c_str(), static_cast<unsigned long long>(event.done),
                       static_cast<unsigned long long>(event.total), duration_text(eta).c_str());
     }
     if (terminal_) {

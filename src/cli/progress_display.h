@@ -50,7 +50,7 @@ private:
     std::jthread ticker_;  // redraws the spinner on a terminal
 };
 
-std::string human_bytes(double bytes);    // "1.5 GiB"
+std::string human_bytes(double bytes);      // "1.5 GiB"
 std::string duration_text(double seconds);  // "0:01:05", "--:--" when unknown
 
 }  // namespace cherenkov::cli

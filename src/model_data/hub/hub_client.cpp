@@ -19,7 +19,9 @@
 namespace cherenkov::model_data::hub {
 namespace {
 
-bool is_transient(long status) { return status == 429 || status >= 500; }
+bool is_transient(long status) {
+    return status == 429 || status >= 500;
+}
 
 void backoff(int attempt) {
     std::this_thread::sleep_for(std::chrono::milliseconds(250) * (1 << attempt));
@@ -30,7 +32,8 @@ std::string encode_path(const std::string& path) {
     size_t start = 0;
     while (true) {
         const size_t slash = path.find('/', start);
-        out += encode_revision(path.substr(start, slash == std::string::npos ? slash : slash - start));
+        out +=
+            encode_revision(path.substr(start, slash == std::string::npos ? slash : slash - start));
         if (slash == std::string::npos) break;
         out += '/';
         start = slash + 1;
@@ -174,8 +177,8 @@ uint64_t HubClient::download(const std::string& repo, const std::string& commit,
     for (int attempt = 0;; ++attempt) {
         const bool last = attempt + 1 >= options_.max_attempts;
         if (file.size_bytes && partial.size() == *file.size_bytes) break;
-        request.range_start = partial.size() > 0 ? std::optional<uint64_t>(partial.size())
-                                                 : std::nullopt;
+        request.range_start =
+            partial.size() > 0 ? std::optional<uint64_t>(partial.size()) : std::nullopt;
         partial.begin_attempt();
         HttpResponse response;
         try {

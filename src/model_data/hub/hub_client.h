@@ -16,7 +16,7 @@ namespace cherenkov::model_data::hub {
 
 struct HubOptions {
     std::string endpoint = "https://huggingface.co";  // normalized (no trailing '/')
-    HttpOptions http;                                  // carries the bearer token
+    HttpOptions http;                                 // carries the bearer token
     int max_attempts = 3;  // for network failures, 429 and 5xx; with backoff
 };
 

@@ -21,7 +21,9 @@ bool is_hex(std::string_view text) {
     return true;
 }
 
-bool is_full_commit(std::string_view text) { return text.size() == 40 && is_hex(text); }
+bool is_full_commit(std::string_view text) {
+    return text.size() == 40 && is_hex(text);
+}
 
 void validate_repo_id(std::string_view repo, const std::string& what) {
     const size_t slash = repo.find('/');

@@ -53,7 +53,8 @@ TokenEnvironment TokenEnvironment::from_process() {
 }
 
 std::string resolve_token(const std::string& explicit_token, const TokenEnvironment& env) {
-    for (const std::string* candidate : {&explicit_token, &env.hf_token, &env.hugging_face_hub_token}) {
+    for (const std::string* candidate :
+         {&explicit_token, &env.hf_token, &env.hugging_face_hub_token}) {
         std::string token = clean(*candidate);
         if (!token.empty()) return token;
     }

@@ -25,7 +25,8 @@ bool is_lower_hex(std::string_view text, size_t length) {
 // fields nobody asked for.
 class ObjectReader {
 public:
-    ObjectReader(const json& object, std::string where) : object_(object), where_(std::move(where)) {
+    ObjectReader(const json& object, std::string where)
+        : object_(object), where_(std::move(where)) {
         if (!object_.is_object()) throw_corrupt(where_ + ": expected an object");
     }
 
@@ -119,22 +120,26 @@ Enum enum_field(ObjectReader& reader, const char* key,
         if (text == name) return value;
     }
     std::string expected;
-    for (const auto& entry : names) expected += (expected.empty() ? "" : ", ") + std::string(entry.first);
+    for (const auto& entry : names)
+        expected += (expected.empty() ? "" : ", ") + std::string(entry.first);
     throw_corrupt(reader.where() + "/" + key + ": '" + text + "' is not one of " + expected);
 }
 
 constexpr std::pair<std::string_view, StoreLayout> kLayouts[] = {
     {"default", StoreLayout::Default}, {"hf-cache", StoreLayout::HfCache}};
-constexpr std::pair<std::string_view, SourceKind> kSourceKinds[] = {
-    {"hf", SourceKind::Hf}, {"disk", SourceKind::Disk},
-    {"local", SourceKind::Local}, {"packed", SourceKind::Packed}};
+constexpr std::pair<std::string_view, SourceKind> kSourceKinds[] = {{"hf", SourceKind::Hf},
+                                                                    {"disk", SourceKind::Disk},
+                                                                    {"local", SourceKind::Local},
+                                                                    {"packed", SourceKind::Packed}};
 constexpr std::pair<std::string_view, ArtifactKind> kArtifactKinds[] = {
-    {"store", ArtifactKind::Store}, {"source", ArtifactKind::Source},
+    {"store", ArtifactKind::Store},
+    {"source", ArtifactKind::Source},
     {"description", ArtifactKind::Description}};
-constexpr std::pair<std::string_view, Ownership> kOwners[] = {
-    {"managed", Ownership::Managed}, {"external", Ownership::External}};
+constexpr std::pair<std::string_view, Ownership> kOwners[] = {{"managed", Ownership::Managed},
+                                                              {"external", Ownership::External}};
 constexpr std::pair<std::string_view, ArtifactState> kStates[] = {
-    {"importing", ArtifactState::Importing}, {"ready", ArtifactState::Ready},
+    {"importing", ArtifactState::Importing},
+    {"ready", ArtifactState::Ready},
     {"deleting", ArtifactState::Deleting}};
 
 template <typename Enum, size_t N>
@@ -335,8 +340,7 @@ bool valid_name(std::string_view name) {
     if (name.empty() || name.size() > 64) return false;
     if (std::isalnum(static_cast<unsigned char>(name.front())) == 0) return false;
     return std::all_of(name.begin(), name.end(), [](char c) {
-        return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '_' ||
-               c == '-';
+        return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '_' || c == '-';
     });
 }
 
@@ -399,11 +403,21 @@ void Catalog::remove_artifact(std::string_view id) {
                     artifacts.end());
 }
 
-std::string_view store_layout_name(StoreLayout layout) { return enum_name(layout, kLayouts); }
-std::string_view source_kind_name(SourceKind kind) { return enum_name(kind, kSourceKinds); }
-std::string_view artifact_kind_name(ArtifactKind kind) { return enum_name(kind, kArtifactKinds); }
-std::string_view ownership_name(Ownership owner) { return enum_name(owner, kOwners); }
-std::string_view artifact_state_name(ArtifactState state) { return enum_name(state, kStates); }
+std::string_view store_layout_name(StoreLayout layout) {
+    return enum_name(layout, kLayouts);
+}
+std::string_view source_kind_name(SourceKind kind) {
+    return enum_name(kind, kSourceKinds);
+}
+std::string_view artifact_kind_name(ArtifactKind kind) {
+    return enum_name(kind, kArtifactKinds);
+}
+std::string_view ownership_name(Ownership owner) {
+    return enum_name(owner, kOwners);
+}
+std::string_view artifact_state_name(ArtifactState state) {
+    return enum_name(state, kStates);
+}
 
 StoreLayout parse_store_layout(std::string_view text, const std::string& what) {
     for (const auto& [name, layout] : kLayouts) {

@@ -48,7 +48,8 @@ enum class Ownership { Managed, External };
 enum class ArtifactState { Importing, Ready, Deleting };
 
 struct Artifact {
-    std::string id;  // 16 hex; a managed artifact lives in artifacts/<id>/, its lease in leases/<id>
+    std::string
+        id;  // 16 hex; a managed artifact lives in artifacts/<id>/, its lease in leases/<id>
     ArtifactKind kind = ArtifactKind::Store;
     Ownership owner = Ownership::Managed;
     ArtifactState state = ArtifactState::Importing;

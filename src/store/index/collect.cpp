@@ -79,8 +79,8 @@ GcReport collect_garbage(const IndexOptions& options, bool dry_run) {
     }
     for (const GcReportItem& item : report.items) {
         if (item.action != "delete") continue;
-        emit_status(options, "removing " + item.kind + " " + item.artifact_id + " (" +
-                                 item.reason + ", " + std::to_string(item.bytes) + " bytes)");
+        emit_status(options, "removing " + item.kind + " " + item.artifact_id + " (" + item.reason +
+                                 ", " + std::to_string(item.bytes) + " bytes)");
         remove_artifact_files(options.paths, item.artifact_id);
         ModelIndex::Transaction transaction = index.begin();
         transaction.catalog().remove_artifact(item.artifact_id);

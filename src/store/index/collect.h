@@ -15,8 +15,8 @@ namespace cherenkov::store {
 
 struct GcReportItem {
     std::string artifact_id;
-    std::string kind;    // store | source | description
-    std::string owner;   // managed | external
+    std::string kind;   // store | source | description
+    std::string owner;  // managed | external
     std::string path;
     std::string action;  // delete | forget | skip
     std::string reason;

@@ -24,8 +24,9 @@ DiskLocation locate_in_hf_cache(const FsStore& store, const DiskUri& uri, const 
     const fs::path repo_dir = fs::path(store.root) / hub::cache_folder_name(uri.repo);
     std::error_code ec;
     if (!fs::is_directory(repo_dir, ec)) {
-        throw_not_found(what + ": " + repo_dir.string() +
-                        " is not in the cache (Cherenkov never downloads into a Hugging Face cache)");
+        throw_not_found(
+            what + ": " + repo_dir.string() +
+            " is not in the cache (Cherenkov never downloads into a Hugging Face cache)");
     }
     const fs::path snapshots = repo_dir / "snapshots";
     DiskLocation location;

@@ -69,8 +69,8 @@ SnapshotResult download_snapshot(const SnapshotDownload& request, const std::str
         }
         fs::create_directories(fs::path(destination).parent_path(), ec);
         const uint64_t start = bytes_done;
-        const uint64_t got = client.download(
-            request.repo, info.commit, file, destination, [&](uint64_t file_bytes) {
+        const uint64_t got =
+            client.download(request.repo, info.commit, file, destination, [&](uint64_t file_bytes) {
                 emit(options, IndexEvent{IndexEvent::Kind::Download, file.path, files_done,
                                          files_total, start + file_bytes, bytes_total});
             });
@@ -99,8 +99,8 @@ SnapshotResult download_snapshot(const SnapshotDownload& request, const std::str
     std::vector<std::string> shard_names;
     const std::string index_path = directory + "/" + std::string(model_data::kShardIndexName);
     if (fs::exists(index_path, ec)) {
-        shard_names = model_data::parse_shard_index(read_text_file(index_path), index_path)
-                          .shard_names;
+        shard_names =
+            model_data::parse_shard_index(read_text_file(index_path), index_path).shard_names;
     } else {
         shard_names.push_back("model.safetensors");
     }
@@ -119,9 +119,9 @@ SnapshotResult download_snapshot(const SnapshotDownload& request, const std::str
         shards.push_back(*listed);
         const uint64_t size = listed->size_bytes.value_or(0);
         bytes_total += size;
-        const uint64_t have = std::max(existing_bytes(directory + "/" + name),
-                                       existing_bytes(directory + "/" + name +
-                                                      hub::kIncompleteSuffix));
+        const uint64_t have =
+            std::max(existing_bytes(directory + "/" + name),
+                     existing_bytes(directory + "/" + name + hub::kIncompleteSuffix));
         bytes_missing += size > have ? size - have : 0;
     }
     require_disk_space(directory, bytes_missing + request.extra_bytes_needed,

@@ -12,8 +12,7 @@ IndexOptions index_options_from_environment(const std::string& root,
     IndexOptions options;
     options.paths = resolve_storage_paths(root, PathEnvironment::from_process());
     const char* endpoint = std::getenv("HF_ENDPOINT");
-    options.hub.endpoint =
-        model_data::hub::normalize_endpoint(endpoint == nullptr ? "" : endpoint);
+    options.hub.endpoint = model_data::hub::normalize_endpoint(endpoint == nullptr ? "" : endpoint);
     options.hub.http.bearer_token = model_data::hub::resolve_token(
         explicit_hf_token, model_data::hub::TokenEnvironment::from_process());
     return options;

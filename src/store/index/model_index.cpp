@@ -110,8 +110,7 @@ std::string ModelIndex::Transaction::new_store_id() const {
     return unique_id(catalog_, 12, nullptr);
 }
 
-std::optional<FileLock> ModelIndex::try_lease(const std::string& artifact_id,
-                                              LockMode mode) const {
+std::optional<FileLock> ModelIndex::try_lease(const std::string& artifact_id, LockMode mode) const {
     return FileLock::try_acquire(paths_.lease_file(artifact_id), mode);
 }
 
@@ -133,8 +132,8 @@ ImportStart start_import(ModelIndex::Transaction& transaction, const ModelIndex&
             start.busy_artifact = artifact.id;
             return start;
         }
-        start.import = Import{artifact.id, index.paths().artifact_dir(artifact.id),
-                              std::move(*lease), true};
+        start.import =
+            Import{artifact.id, index.paths().artifact_dir(artifact.id), std::move(*lease), true};
         return start;
     }
     Artifact artifact;
@@ -145,8 +144,8 @@ ImportStart start_import(ModelIndex::Transaction& transaction, const ModelIndex&
     artifact.model_id = model_id;
     std::optional<FileLock> lease = index.try_lease(artifact.id, LockMode::Exclusive);
     CHERENKOV_ASSERT(lease.has_value(), "a new artifact's lease is held by someone");
-    start.import = Import{artifact.id, index.paths().artifact_dir(artifact.id), std::move(*lease),
-                          false};
+    start.import =
+        Import{artifact.id, index.paths().artifact_dir(artifact.id), std::move(*lease), false};
     catalog.artifacts.push_back(std::move(artifact));
     return start;
 }

@@ -114,8 +114,9 @@ inspect::InspectOutput inspect_model(const std::string& text, const IndexOptions
         if (!model->description_artifact.empty()) {
             return read_description(index.paths().artifact_dir(model->description_artifact));
         }
-        throw_not_found(model_reference(*model) + " has neither a prepared store nor a saved "
-                                                  "description");
+        throw_not_found(model_reference(*model) +
+                        " has neither a prepared store nor a saved "
+                        "description");
     }
     switch (selector.kind) {
         case SelectorKind::Name: {

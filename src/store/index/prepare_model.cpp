@@ -89,11 +89,11 @@ SourceCopy obtain_hf_source(const ModelIndex& index, const std::string& model_id
 
 uint64_t estimated_store_bytes(const ModelIndex& index, const ModelEntry& model) {
     if (model.description_artifact.empty()) return 0;
-    const auto description = read_description(index.paths().artifact_dir(model.description_artifact));
+    const auto description =
+        read_description(index.paths().artifact_dir(model.description_artifact));
     const auto& report = description.report;
-    const nlohmann::json pointer_value =
-        report.value(nlohmann::json::json_pointer("/preparation/bytes/estimated_store"),
-                     nlohmann::json(0));
+    const nlohmann::json pointer_value = report.value(
+        nlohmann::json::json_pointer("/preparation/bytes/estimated_store"), nlohmann::json(0));
     return pointer_value.is_number_unsigned() ? pointer_value.get<uint64_t>() : 0;
 }
 
@@ -145,8 +145,9 @@ PrepareModelResult prepare_model(const PrepareModelOptions& prepare, const Index
         wait_for_import(index, busy, "preparing " + model_reference(model), options);
     }
     if (model.source.kind == SourceKind::Packed && !prepare.output_dir.empty()) {
-        throw_invalid(source_uri(model.source) + " is already a packed store; --output applies "
-                                                 "to checkpoints");
+        throw_invalid(source_uri(model.source) +
+                      " is already a packed store; --output applies "
+                      "to checkpoints");
     }
 
     std::error_code ec;

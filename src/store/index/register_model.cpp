@@ -30,7 +30,7 @@ constexpr const char* kDescriptionName = "description.json";
 struct Candidate {
     ModelSource source;
     inspect::InspectOutput description;
-    std::string packed_store;  // a packed store directory serving as the model's store
+    std::string packed_store;     // a packed store directory serving as the model's store
     std::string reused_artifact;  // a managed store artifact being registered again
 };
 
@@ -55,8 +55,7 @@ const ModelEntry* find_identical(const Catalog& catalog, const Candidate& candid
 
 // Describes a remote commit with range reads, reporting header progress.
 inspect::InspectOutput describe_hf(const hub::HubClient& client, const std::string& repo,
-                                   const hub::RevisionInfo& revision,
-                                   const IndexOptions& options) {
+                                   const hub::RevisionInfo& revision, const IndexOptions& options) {
     emit_status(options, "reading config and shard index of hf://" + repo + "@" + revision.commit);
     std::unique_ptr<model_data::ObjectStore> store = client.open_snapshot(repo, revision.commit);
     uint64_t n_shards = 0;
@@ -80,8 +79,8 @@ inspect::InspectOutput describe_hf(const hub::HubClient& client, const std::stri
     auto headers_read = std::make_shared<std::set<std::string>>();
     emit(options, IndexEvent{IndexEvent::Kind::Headers, "safetensors headers", 0, n_shards, 0, 0});
     auto observed = model_data::observe_reads(
-        std::move(store), [&options, headers_read, n_shards](const std::string& object,
-                                                             uint64_t offset, uint64_t) {
+        std::move(store),
+        [&options, headers_read, n_shards](const std::string& object, uint64_t offset, uint64_t) {
             if (offset != 8 || object.size() < 12 ||
                 object.rfind(".safetensors") != object.size() - 12) {
                 return;
@@ -102,8 +101,9 @@ Candidate candidate_from_path(const std::string& path, const IndexOptions& optio
     candidate.source.path = path;
     const std::string artifacts = canonical_path(options.paths.artifacts_dir());
     if (path == artifacts || path.rfind(artifacts + "/", 0) == 0) {
-        throw_invalid(path + " is inside the managed artifacts directory; select the model by "
-                             "alias or ID (cherenkov model list)");
+        throw_invalid(path +
+                      " is inside the managed artifacts directory; select the model by "
+                      "alias or ID (cherenkov model list)");
     }
     std::error_code ec;
     if (!fs::exists(path, ec)) throw_not_found(path + ": no such file or directory");
@@ -254,8 +254,7 @@ void assign_alias(Catalog& catalog, const std::string& model_id, const std::stri
     model->alias = alias;
 }
 
-void write_description(const std::string& directory,
-                       const inspect::InspectOutput& description) {
+void write_description(const std::string& directory, const inspect::InspectOutput& description) {
     std::error_code ec;
     fs::create_directories(directory, ec);
     if (ec) throw_io(directory + ": cannot create directory: " + ec.message());

@@ -37,7 +37,8 @@ struct StoragePaths {
     std::string leases_dir() const { return data + "/leases"; }
     std::string artifact_dir(const std::string& artifact_id) const;
     std::string lease_file(const std::string& artifact_id) const;
-    // Where the deprecated `download` command puts `repo` ("owner/name"): data/downloads/owner/name.
+    // Where the deprecated `download` command puts `repo` ("owner/name"):
+    // data/downloads/owner/name.
     std::string downloaded_model(std::string_view repo) const;
 };
 

@@ -11,8 +11,8 @@ namespace {
 TEST(HubRepo, RepositoryIds) {
     validate_repo_id("Sawfwair/Qwen3.8-Flash-Next-MLX-4bit", "x");
     validate_repo_id("a/b_c.d-e", "x");
-    for (const char* bad : {"owner", "owner/", "/repo", "o/r/x", "o/..", "./r", "o/-r", "o/r%20",
-                            "o/r?x", "o r/x"}) {
+    for (const char* bad :
+         {"owner", "owner/", "/repo", "o/r/x", "o/..", "./r", "o/-r", "o/r%20", "o/r?x", "o r/x"}) {
         EXPECT_THROW(validate_repo_id(bad, "x"), Error) << bad;
     }
 }

@@ -13,7 +13,8 @@ const std::string kCommit = "6cc9bbc0fae9ce26b7670b3ed1e26d557c154506";
 
 Catalog sample_catalog() {
     Catalog catalog;
-    catalog.stores.push_back({"0123456789ab", "models", "/srv/models", StoreLayout::HfCache, false});
+    catalog.stores.push_back(
+        {"0123456789ab", "models", "/srv/models", StoreLayout::HfCache, false});
     ModelEntry hf;
     hf.id = "aaaaaaaaaaaa";
     hf.alias = "small-moe";
@@ -64,7 +65,9 @@ std::string expect_corrupt(const std::string& text) {
     return {};
 }
 
-nlohmann::json sample_json() { return nlohmann::json::parse(catalog_to_text(sample_catalog())); }
+nlohmann::json sample_json() {
+    return nlohmann::json::parse(catalog_to_text(sample_catalog()));
+}
 
 TEST(Catalog, RoundTripsThroughJson) {
     const Catalog parsed = parse_catalog(catalog_to_text(sample_catalog()), "index.json");

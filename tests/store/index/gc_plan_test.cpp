@@ -8,8 +8,12 @@ namespace cherenkov::store {
 namespace {
 
 Artifact artifact(const std::string& id, ArtifactKind kind, Ownership owner, ArtifactState state) {
-    return Artifact{id, kind, owner, state,
-                    owner == Ownership::External ? "/exports/" + id : "", "aaaaaaaaaaaa"};
+    return Artifact{id,
+                    kind,
+                    owner,
+                    state,
+                    owner == Ownership::External ? "/exports/" + id : "",
+                    "aaaaaaaaaaaa"};
 }
 
 TEST(GcPlan, CollectsOnlyWhatTheCatalogOwnsAndNobodyUses) {

@@ -30,7 +30,8 @@ protected:
         a.alias = "small";
         catalog_.models.push_back(a);
         catalog_.models.push_back(hf_model("bbbbbbbbbbbb", "owner/repo", kCommitB));
-        catalog_.models.push_back(hf_model("cccccccccccc", "owner/other", kCommitB.substr(0, 39) + "f"));
+        catalog_.models.push_back(
+            hf_model("cccccccccccc", "owner/other", kCommitB.substr(0, 39) + "f"));
         ModelEntry local;
         local.id = "dddddddddddd";
         local.source.kind = SourceKind::Local;

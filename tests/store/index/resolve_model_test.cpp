@@ -60,8 +60,7 @@ protected:
         try {
             resolve_model(selector, options_);
         } catch (const Error& error) {
-            EXPECT_NE(std::string(error.what()).find(fragment), std::string::npos)
-                << error.what();
+            EXPECT_NE(std::string(error.what()).find(fragment), std::string::npos) << error.what();
             return error.kind();
         }
         ADD_FAILURE() << selector << " resolved";
@@ -74,8 +73,9 @@ protected:
 
 TEST_F(ResolveModel, EverySelectorFormReachesTheStore) {
     const std::string store = options_.paths.artifact_dir("1111111111111111");
-    for (const std::string& selector : std::vector<std::string>{"small", "aaaaaaaaaaaa", "model:small", "hf://owner/repo", "hf://owner/repo@" + kCommit,
-          "hf://owner/repo@6cc9bbc0", "6cc9bbc0fae9", store}) {
+    for (const std::string& selector : std::vector<std::string>{
+             "small", "aaaaaaaaaaaa", "model:small", "hf://owner/repo",
+             "hf://owner/repo@" + kCommit, "hf://owner/repo@6cc9bbc0", "6cc9bbc0fae9", store}) {
         const ResolvedModel model = resolve_model(selector, options_);
         EXPECT_EQ(model.store_dir, store) << selector;
         EXPECT_EQ(model.reference, "small");
