@@ -6,6 +6,7 @@ import json
 import os
 import pty
 import select
+import shutil
 import signal
 import subprocess
 import time
@@ -201,7 +202,7 @@ def test_hub_errors_are_clear(cli, source, status, words):
     assert status in result.stderr and words in result.stderr, result.stderr
 
 
-def test_credentials_come_from_flag_env_and_files_and_are_never_stored(cli, tmp_path):
+def test_credentials_come_from_flag_env_and_files_and_are_never_stored(cli, hub, tmp_path):
     bad = cli("model", "add", "hf://acme/gated", "--hf-token", UNAPPROVED_TOKEN, check=False)
     assert bad.returncode == 1 and "403" in bad.stderr and "gated" in bad.stderr
     bad = cli("model", "add", "hf://acme/private", env={"HF_TOKEN": UNAPPROVED_TOKEN}, check=False)
@@ -213,8 +214,12 @@ def test_credentials_come_from_flag_env_and_files_and_are_never_stored(cli, tmp_
     cli("inspect", "hf://acme/private", env={"HF_TOKEN_PATH": str(token_file)})
     (tmp_path / "hf-home").mkdir()
     (tmp_path / "hf-home" / "token").write_text(APPROVED_TOKEN)
+    hub.state.redirect = True
     cli("prepare", "hf://acme/private", "--name", "priv")
     assert cli.json("model", "list")["models"][1]["prepared"] is True
+    # The bearer token went to the Hub, never to the redirect target on another port.
+    assert any(auth == f"Bearer {APPROVED_TOKEN}" for *_, auth in hub.state.requests)
+    assert hub.cdn_state.requests and all(auth is None for *_, auth in hub.cdn_state.requests)
     # The fixture's teardown checks that no token reached the index, manifests or output.
 
 
@@ -268,8 +273,7 @@ def test_keep_source_redirects_resume_and_source_only_removal(cli, hub):
     for shard in TINY_B.glob("*.safetensors"):
         assert (kept / shard.name).read_bytes() == shard.read_bytes()
     # Repacking from the retained copy contacts nobody.
-    shutil_store = Path(model["store"]["path"])
-    subprocess.run(["rm", "-rf", str(shutil_store)], check=True)
+    shutil.rmtree(model["store"]["path"])
     hub.reset()
     again = cli.json("prepare", "tb", env={"HF_ENDPOINT": "http://127.0.0.1:9"})
     assert again["base_packed"] and not again["downloaded"]
