@@ -56,7 +56,7 @@ std::string duration_text(double seconds) {
 
 ProgressDisplay::ProgressDisplay() : terminal_(use_terminal()) {
     if (!terminal_) return;
-    ticker_ = std::jthread([this](std::stop_token stop) {
+    ticker_ = std::jthread([this](const std::stop_token& stop) {
         while (!stop.stop_requested()) {
             std::this_thread::sleep_for(std::chrono::milliseconds(120));
             std::lock_guard<std::mutex> lock(mutex_);

@@ -194,7 +194,9 @@ uint64_t HubClient::download(const std::string& repo, const std::string& commit,
         if (response.status == 200 || response.status == 206) {
             const std::string encoding = response.header("content-encoding");
             if (!encoding.empty() && encoding != "identity") {
-                throw_unsupported(what + ": the server compressed the download (" + encoding + ")");
+                std::string message = what;
+                message.append(": the server compressed the download (").append(encoding) += ')';
+                throw_unsupported(message);
             }
             if (!file.size_bytes) break;
             if (partial.size() == *file.size_bytes) break;

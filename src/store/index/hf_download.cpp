@@ -113,15 +113,21 @@ SnapshotResult download_snapshot(const SnapshotDownload& request, const std::str
             if (file.path == name) listed = &file;
         }
         if (listed == nullptr) {
-            throw_corrupt(what + ": shard '" + name + "' is not in the repository's file list");
+            std::string message = what;
+            message.append(": shard '")
+                .append(name)
+                .append("' is not in the repository's file list");
+            throw_corrupt(message);
         }
         hub::validate_repo_file_path(name, what);
         shards.push_back(*listed);
         const uint64_t size = listed->size_bytes.value_or(0);
         bytes_total += size;
-        const uint64_t have =
-            std::max(existing_bytes(directory + "/" + name),
-                     existing_bytes(directory + "/" + name + hub::kIncompleteSuffix));
+        std::string path = directory;
+        path.append("/").append(name);
+        const uint64_t complete = existing_bytes(path);
+        path.append(hub::kIncompleteSuffix);
+        const uint64_t have = std::max(complete, existing_bytes(path));
         bytes_missing += size > have ? size - have : 0;
     }
     require_disk_space(directory, bytes_missing + request.extra_bytes_needed,
