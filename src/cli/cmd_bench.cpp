@@ -31,7 +31,8 @@ int run_bench(const BenchOptions& options) {
     if (options.prompt_tokens < 1 || options.gen_tokens < 1 || options.repeat < 1) {
         throw_invalid("--prompt-tokens, --gen-tokens and --repeat must be positive");
     }
-    auto loaded = load_model(options.model);
+    OpenedModel opened = load_model(options.model);
+    engine::LoadedModel* loaded = opened.loaded.get();
     const int64_t vocab = loaded->model().vocab_size();
     std::mt19937_64 rng(options.seed);
     std::vector<int32_t> prompt(static_cast<size_t>(options.prompt_tokens));
@@ -72,7 +73,7 @@ int run_bench(const BenchOptions& options) {
                         {"drafts_proposed", stats.drafts_proposed},
                         {"drafts_accepted", stats.drafts_accepted}});
     }
-    nlohmann::json report = {{"model", options.model.model},
+    nlohmann::json report = {{"model", opened.store_dir()},
                              {"threads", loaded->pool().size()},
                              {"expert_bits", loaded->expert_bits()},
                              {"prompt_tokens", options.prompt_tokens},
@@ -87,7 +88,7 @@ int run_bench(const BenchOptions& options) {
         std::cout << report.dump(2) << '\n';
         return 0;
     }
-    std::printf("model %s, %d threads, Q%d experts, prompt %lld, generate %lld, drafts %d\n", options.model.model.c_str(),
+    std::printf("model %s, %d threads, Q%d experts, prompt %lld, generate %lld, drafts %d\n", opened.store_dir().c_str(),
                 loaded->pool().size(), loaded->expert_bits(), static_cast<long long>(options.prompt_tokens),
                 static_cast<long long>(options.gen_tokens), options.drafts);
     for (const auto& run : runs) {

@@ -49,12 +49,13 @@ std::vector<int32_t> parse_token_list(const std::string& list) {
 int run_logits(const LogitsOptions& options) {
     if (options.tokens.empty() == options.text.empty()) throw_invalid("give exactly one of --tokens and --text");
     if (options.top < 1) throw_invalid("--top must be at least 1");
-    auto loaded = load_model(options.model);
+    OpenedModel opened = load_model(options.model);
+    engine::LoadedModel* loaded = opened.loaded.get();
     std::vector<int32_t> tokens;
     if (!options.tokens.empty()) {
         tokens = parse_token_list(options.tokens);
     } else {
-        tokens = text::Tokenizer::load_directory(options.model.model).encode(options.text, true);
+        tokens = text::Tokenizer::load_directory(opened.store_dir()).encode(options.text, true);
         if (tokens.empty()) throw_invalid("--text encodes to no tokens");
     }
     engine::SequenceState state = loaded->model().new_sequence(static_cast<int64_t>(tokens.size()));

@@ -26,8 +26,9 @@ struct PerplexityOptions {
 int run_perplexity(const PerplexityOptions& options) {
     if (options.ctx < 2) throw_invalid("--ctx must be at least 2");
     const std::string text = read_text_file(options.file);
-    auto loaded = load_model(options.model);
-    const std::vector<int32_t> tokens = text::Tokenizer::load_directory(options.model.model).encode(text, false);
+    OpenedModel opened = load_model(options.model);
+    engine::LoadedModel* loaded = opened.loaded.get();
+    const std::vector<int32_t> tokens = text::Tokenizer::load_directory(opened.store_dir()).encode(text, false);
     if (tokens.size() < 2) throw_invalid(options.file + ": fewer than 2 tokens");
     const int64_t vocab = loaded->model().vocab_size();
     double nll = 0.0;

@@ -1,119 +1,30 @@
-// `cherenkov prepare SOURCE --output DIR [--experts 4,3,2]` (alias `pack`): packs a local HF
-// BF16 or MLX affine checkpoint into a store, reusing a valid existing store, and derives the
-// selected Q3 / Q2 expert tables. Progress goes to stderr: a redrawn bar on a terminal, plain
-// lines otherwise or when NO_COLOR is set.
-#include <unistd.h>
-
-#include <chrono>
+// `cherenkov prepare [SOURCE] [--name ALIAS] [--experts 4,3,2] [--keep-source] [--hf-token T]
+// [--output DIR]` (alias `pack`): resolves SOURCE through the model index (registering it when
+// new), downloads an HF source when needed, packs into a managed store (or exports to --output,
+// recorded in the index) and derives the selected Q3 / Q2 expert tables. Progress goes to stderr.
 #include <cstdio>
-#include <cstdlib>
+#include <iostream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include "base/error.h"
 #include "cli/commands.h"
+#include "cli/index_flags.h"
+#include "cli/progress_display.h"
+#include "store/index/prepare_model.h"
 #include "store/prepare.h"
 
 namespace cherenkov::cli {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-std::string human_bytes(double bytes) {
-    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int unit = 0;
-    while (bytes >= 1024.0 && unit < 4) {
-        bytes /= 1024.0;
-        ++unit;
-    }
-    char text[32];
-    std::snprintf(text, sizeof text, "%.1f %s", bytes, units[unit]);
-    return text;
-}
-
-std::string duration_text(double seconds) {
-    if (seconds < 0 || seconds > 1e7) return "--:--";
-    const auto total = static_cast<long>(seconds);
-    char text[32];
-    std::snprintf(text, sizeof text, "%ld:%02ld:%02ld", total / 3600, (total / 60) % 60,
-                  total % 60);
-    return text;
-}
-
-class ProgressPrinter {
-public:
-    ProgressPrinter() {
-        const char* no_color = std::getenv("NO_COLOR");
-        bar_ = ::isatty(STDERR_FILENO) == 1 && (no_color == nullptr || *no_color == '\0');
-    }
-    ~ProgressPrinter() {
-        if (bar_ && drawn_) std::fputc('\n', stderr);
-    }
-    ProgressPrinter(const ProgressPrinter&) = delete;
-    ProgressPrinter& operator=(const ProgressPrinter&) = delete;
-
-    void operator()(const store::PackProgress& progress) {
-        const Clock::time_point now = Clock::now();
-        const bool phase_changed = progress.phase != phase_;
-        if (phase_changed) {
-            if (bar_ && drawn_) std::fputc('\n', stderr);
-            phase_ = progress.phase;
-            phase_start_ = now;
-            phase_bytes_ = progress.bytes_done;
-        }
-        const bool finished =
-            progress.items_total != 0 && progress.items_done == progress.items_total;
-        const auto interval =
-            bar_ ? std::chrono::milliseconds(200) : std::chrono::milliseconds(2000);
-        if (!phase_changed && !finished && now - last_ < interval) return;
-        if (finished && progress.items_done == last_items_) return;
-        last_ = now;
-        last_items_ = progress.items_done;
-        const double seconds = std::chrono::duration<double>(now - phase_start_).count();
-        const double rate =
-            seconds > 0 ? static_cast<double>(progress.bytes_done - phase_bytes_) / seconds : 0.0;
-        const double remaining = static_cast<double>(
-            progress.bytes_total - std::min(progress.bytes_total, progress.bytes_done));
-        const double fraction = progress.bytes_total == 0
-                                    ? 1.0
-                                    : static_cast<double>(progress.bytes_done) /
-                                          static_cast<double>(progress.bytes_total);
-        char line[256];
-        std::snprintf(line, sizeof line, "%-10s %5.1f%%  %s / %s  items %llu/%llu  %s/s  ETA %s",
-                      phase_.c_str(), 100.0 * fraction,
-                      human_bytes(static_cast<double>(progress.bytes_done)).c_str(),
-                      human_bytes(static_cast<double>(progress.bytes_total)).c_str(),
-                      static_cast<unsigned long long>(progress.items_done),
-                      static_cast<unsigned long long>(progress.items_total),
-                      human_bytes(rate).c_str(),
-                      duration_text(rate > 0 ? remaining / rate : -1).c_str());
-        if (bar_) {
-            const int width = 24;
-            const int filled = static_cast<int>(fraction * width);
-            std::string bar(static_cast<size_t>(filled), '#');
-            bar.append(static_cast<size_t>(width - filled), '-');
-            std::fprintf(stderr, "\r[%s] %s\x1b[K", bar.c_str(), line);
-            drawn_ = true;
-        } else {
-            std::fprintf(stderr, "prepare: %s\n", line);
-        }
-        std::fflush(stderr);
-    }
-
-private:
-    bool bar_ = false;
-    bool drawn_ = false;
-    std::string phase_;
-    Clock::time_point phase_start_{};
-    Clock::time_point last_{};
-    uint64_t phase_bytes_ = 0;
-    uint64_t last_items_ = ~uint64_t{0};
-};
-
 struct PrepareArgs {
+    IndexFlags flags;
     std::string source;
+    std::string alias;
     std::string output;
     std::vector<std::string> experts;
+    bool keep_source = false;
+    bool json = false;
     unsigned threads = 0;
 };
 
@@ -121,35 +32,65 @@ struct PrepareArgs {
 
 Command register_prepare(CLI::App& parent) {
     auto args = std::make_shared<PrepareArgs>();
-    CLI::App* app =
-        parent.add_subcommand("prepare", "Pack a local checkpoint into a Cherenkov store");
+    CLI::App* app = parent.add_subcommand(
+        "prepare", "Register, download if needed, and pack a checkpoint into an indexed store");
     app->alias("pack");
-    app->add_option("source", args->source, "Checkpoint directory (HF BF16 or MLX affine)")
-        ->required();
-    app->add_option("--output,-o", args->output, "Store directory to create (or reuse)")
-        ->required();
+    app->add_option("source", args->source,
+                    "Alias, ID, hf://owner/repo[@revision], disk://STORE/owner/repo[@commit] or "
+                    "a path (default: the default checkpoint)");
+    app->add_option("--name", args->alias, "Alias to select the model by");
+    app->add_option("--output,-o", args->output,
+                    "Export to this new directory (recorded in the index, never deleted by gc)");
     app->add_option("--experts", args->experts,
                     "Expert widths: 4, 3, 2 (commas, spaces or repeated)")
         ->allow_extra_args(false)
         ->take_all();
+    app->add_flag("--keep-source", args->keep_source,
+                  "Keep the downloaded weights after packing (reused by later prepares)");
     app->add_option("--threads", args->threads, "Quantization threads (default: all cores)");
+    app->add_flag("--json", args->json, "Print the result as JSON");
+    add_root_flag(*app, args->flags);
+    add_token_flag(*app, args->flags);
     Command command;
     command.app = app;
     command.run = [args] {
-        store::PrepareOptions options;
-        options.source_dir = args->source;
-        options.output_dir = args->output;
-        options.expert_bits = store::parse_expert_bits(args->experts);
-        options.n_threads = args->threads;
-        ProgressPrinter printer;
-        options.progress = [&printer](const store::PackProgress& progress) { printer(progress); };
-        const store::PrepareResult result = store::prepare_store(options);
-        std::string summary = result.base_packed ? "packed " : "reused ";
-        summary += args->output;
-        for (int width : result.derived)
+        store::PrepareModelOptions prepare;
+        prepare.source = args->source;
+        prepare.alias = args->alias;
+        prepare.output_dir = args->output;
+        prepare.expert_bits = store::parse_expert_bits(args->experts);
+        prepare.keep_source = args->keep_source;
+        store::PrepareModelResult result;
+        {
+            ProgressDisplay display;
+            store::IndexOptions options = index_options(args->flags, &display);
+            options.n_threads = args->threads;
+            result = store::prepare_model(prepare, options);
+        }
+        if (args->json) {
+            std::cout << nlohmann::json{{"id", result.model_id},
+                                        {"reference", result.reference},
+                                        {"store", result.store_dir},
+                                        {"base_packed", result.store.base_packed},
+                                        {"derived", result.store.derived},
+                                        {"reused", result.store.reused},
+                                        {"downloaded", result.downloaded},
+                                        {"downloaded_bytes", result.downloaded_bytes},
+                                        {"source_retained", result.source_retained},
+                                        {"source_removed", result.source_removed}}
+                             .dump(2)
+                      << '\n';
+            return 0;
+        }
+        std::string summary = result.store.base_packed ? "packed " : "reused ";
+        summary += result.store_dir;
+        for (int width : result.store.derived)
             summary += ", derived " + store::lowbit_experts_name(width);
-        for (int width : result.reused) summary += ", reused " + store::lowbit_experts_name(width);
+        for (int width : result.store.reused)
+            summary += ", reused " + store::lowbit_experts_name(width);
         std::printf("%s\n", summary.c_str());
+        std::printf("model %s ready%s\n", result.reference.c_str(),
+                    result.source_retained ? " (source retained)" : "");
         return 0;
     };
     return command;

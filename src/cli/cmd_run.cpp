@@ -30,9 +30,10 @@ struct RunOptions {
     int64_t max_ctx = 4096;
 };
 
-std::vector<int32_t> prompt_tokens(const RunOptions& options, const text::Tokenizer& tokenizer) {
+std::vector<int32_t> prompt_tokens(const RunOptions& options, const std::string& store_dir,
+                                   const text::Tokenizer& tokenizer) {
     if (options.raw) return tokenizer.encode(options.prompt, true);
-    const text::ChatTemplate chat_template = text::ChatTemplate::load_directory(options.model.model);
+    const text::ChatTemplate chat_template = text::ChatTemplate::load_directory(store_dir);
     nlohmann::ordered_json messages = nlohmann::ordered_json::array();
     messages.push_back({{"role", "user"}, {"content", options.prompt}});
     text::RenderOptions render;
@@ -60,9 +61,10 @@ void print_timings(const engine::GenerationStats& s, double load_seconds, bool f
 
 int run_generate(const RunOptions& options) {
     if (options.repeat < 1) throw_invalid("--repeat must be at least 1");
-    auto loaded = load_model(options.model);
-    const text::Tokenizer tokenizer = text::Tokenizer::load_directory(options.model.model);
-    const std::vector<int32_t> prompt = prompt_tokens(options, tokenizer);
+    OpenedModel opened = load_model(options.model);
+    engine::LoadedModel* loaded = opened.loaded.get();
+    const text::Tokenizer tokenizer = text::Tokenizer::load_directory(opened.store_dir());
+    const std::vector<int32_t> prompt = prompt_tokens(options, opened.store_dir(), tokenizer);
 
     engine::GenerationOptions generation;
     generation.max_tokens = options.max_tokens;

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <vector>
 
 namespace cherenkov::cli {
 
@@ -23,5 +24,10 @@ Command register_run(CLI::App& parent);
 Command register_logits(CLI::App& parent);
 Command register_perplexity(CLI::App& parent);
 Command register_bench(CLI::App& parent);
+Command register_paths(CLI::App& parent);
+Command register_download(CLI::App& parent);
+// Commands with subcommands return one Command per leaf.
+std::vector<Command> register_store_commands(CLI::App& parent);
+std::vector<Command> register_model_commands(CLI::App& parent);
 
 }  // namespace cherenkov::cli

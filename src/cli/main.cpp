@@ -28,7 +28,11 @@ int main(int argc, char** argv) {
         cherenkov::cli::register_logits(app),
         cherenkov::cli::register_perplexity(app),
         cherenkov::cli::register_bench(app),
+        cherenkov::cli::register_paths(app),
+        cherenkov::cli::register_download(app),
     };
+    for (auto& command : cherenkov::cli::register_model_commands(app)) commands.push_back(command);
+    for (auto& command : cherenkov::cli::register_store_commands(app)) commands.push_back(command);
 
     // `cherenkov MODEL 'prompt'` is `cherenkov run MODEL 'prompt'`: a first argument that is
     // neither a flag nor a command name selects the run command.
@@ -36,7 +40,9 @@ int main(int argc, char** argv) {
     static char run_name[] = "run";
     if (argc > 1 && argv[1][0] != '-') {
         bool known = false;
-        for (const auto& command : commands) known = known || command.app->check_name(argv[1]);
+        for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+            known = known || sub->check_name(argv[1]);
+        }
         if (!known) args.insert(args.begin() + 1, run_name);
     }
 

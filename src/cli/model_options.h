@@ -7,18 +7,27 @@
 #include <string>
 
 #include "engine/runtime/loaded_model.h"
+#include "store/index/resolve_model.h"
 
 namespace cherenkov::cli {
 
 struct ModelOptions {
-    std::string model;  // a store directory
+    std::string model;  // any selector (docs/model-index.md) or a store directory
     int experts = 4;
     int threads = 0;
+    std::string root;   // --root: the data root of the model index
 };
 
-// Adds the positional MODEL and --experts / --threads to `app`.
+// Adds the positional MODEL and --experts / --threads / --root to `app`.
 void add_model_options(CLI::App* app, ModelOptions& options);
 
-std::unique_ptr<engine::LoadedModel> load_model(const ModelOptions& options);
+// A resolved, loaded model. The lease on the store lives as long as this object.
+struct OpenedModel {
+    store::ResolvedModel resolved;
+    std::unique_ptr<engine::LoadedModel> loaded;
+    const std::string& store_dir() const { return resolved.store_dir; }
+};
+
+OpenedModel load_model(const ModelOptions& options);
 
 }  // namespace cherenkov::cli

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "base/error.h"
+#include "model_data/sources/http_request.h"
 
 namespace cherenkov::model_data {
 namespace {
@@ -26,6 +27,8 @@ struct RangeResponse {
     CURL* curl = nullptr;
     long status = 0;
     std::string content_range;
+    std::string error_code;     // X-Error-Code (formats.md §5.5)
+    std::string error_message;  // X-Error-Message
     std::vector<std::byte> body;
     size_t body_limit = 0;  // stop storing beyond this (a server that ignores Range)
     bool overflowed = false;
@@ -46,27 +49,26 @@ size_t on_body(char* data, size_t size, size_t count, void* user) {
     return n_bytes;
 }
 
+// Stores the value of header `key` (lowercase, with colon) from `line` into `out`.
+void take_header(const std::string& line, const char* key, std::string& out) {
+    if (line.size() <= std::strlen(key) || strncasecmp(line.c_str(), key, std::strlen(key)) != 0) return;
+    std::string value = line.substr(std::strlen(key));
+    while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.erase(value.begin());
+    while (!value.empty() && (value.back() == '\r' || value.back() == '\n')) value.pop_back();
+    out = value;
+}
+
 size_t on_header(char* data, size_t size, size_t count, void* user) {
     auto* response = static_cast<RangeResponse*>(user);
     std::string line(data, size * count);
-    const char* key = "content-range:";
-    if (line.size() > std::strlen(key) && strncasecmp(line.c_str(), key, std::strlen(key)) == 0) {
-        std::string value = line.substr(std::strlen(key));
-        while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.erase(value.begin());
-        while (!value.empty() && (value.back() == '\r' || value.back() == '\n')) value.pop_back();
-        response->content_range = value;
-    }
+    take_header(line, "content-range:", response->content_range);
+    take_header(line, "x-error-code:", response->error_code);
+    take_header(line, "x-error-message:", response->error_message);
     return size * count;
 }
 
-std::string describe_status(long status) {
-    switch (status) {
-        case 401: return "401 unauthorized (set HF_TOKEN or pass --hf-token)";
-        case 403: return "403 forbidden (the repository may be gated: accept its terms, then retry with a token)";
-        case 404: return "404 not found";
-        case 416: return "416 range not satisfiable";
-        default: return "HTTP status " + std::to_string(status);
-    }
+std::string describe_status(const RangeResponse& response) {
+    return describe_http_status(response.status, response.error_code, response.error_message);
 }
 
 // Performs GET url with "Range: bytes=first-last".
@@ -137,8 +139,7 @@ public:
             throw_unsupported(url_ + ": the server ignores HTTP range requests (answered 200, not 206)");
         }
         if (probe.status != 206) {
-            Error error(probe.status == 404 ? ErrorKind::NotFound : ErrorKind::Io, url_ + ": " + describe_status(probe.status));
-            throw error;
+            throw Error(http_status_kind(probe.status), url_ + ": " + describe_status(probe));
         }
         size_ = total_from_content_range(probe.content_range, url_);
     }
@@ -157,7 +158,7 @@ public:
             if (response.status == 200) {
                 throw_unsupported(url_ + ": the server ignores HTTP range requests (answered 200, not 206)");
             }
-            throw_io(url_ + ": " + describe_status(response.status));
+            throw Error(http_status_kind(response.status), url_ + ": " + describe_status(response));
         }
         if (response.body.size() != out.size()) {
             throw_corrupt(url_ + ": asked for " + std::to_string(out.size()) + " bytes at byte " +

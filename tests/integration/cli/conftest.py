@@ -9,6 +9,28 @@ import pytest
 REPO = Path(__file__).resolve().parents[3]
 
 
+ISOLATED_VARIABLES = ("XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "HF_HOME", "HF_TOKEN",
+                      "HF_TOKEN_PATH", "HUGGING_FACE_HUB_TOKEN", "HF_ENDPOINT")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_storage(tmp_path_factory):
+    """Every command of the session writes its model index under a temporary directory, never
+    in the user's data directory, and sees no Hugging Face credentials or endpoint."""
+    base = tmp_path_factory.mktemp("xdg")
+    saved = {name: os.environ.get(name) for name in ISOLATED_VARIABLES}
+    for name in ISOLATED_VARIABLES:
+        os.environ.pop(name, None)
+    os.environ.update(XDG_DATA_HOME=str(base / "data"), XDG_CACHE_HOME=str(base / "cache"),
+                      XDG_CONFIG_HOME=str(base / "config"), HF_HOME=str(base / "hf"))
+    yield base
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 @pytest.fixture(scope="session")
 def cherenkov_bin():
     path = os.environ.get("CHERENKOV_BIN")

@@ -78,10 +78,10 @@ def test_bench_reports_throughput(run_cli, stores):
     (["logits", "{a}", "--tokens", "1,2,9999", "--json"], "outside the vocabulary"),
     (["logits", "{a}", "--tokens", "1,x", "--json"], "not a token id"),
     (["{a}", "hello there", "--max-ctx", "4"], "--max-ctx"),
-    (["{checkpoint}", "hello"], "not a packed store"),
+    (["{checkpoint}", "hello"], "not a prepared store"),
 ])
 def test_bad_input_gets_a_clear_error(run_cli, stores, args, message):
-    args = [a.format(a=stores["a"], checkpoint=FIXTURES / "tiny_a" / "hf_flat_fused") for a in args]
+    args = [a.format(a=stores["a"], checkpoint=FIXTURES / "tiny_b" / "hf_nested_experts_sharded") for a in args]
     result = run_cli(*args, check=False)
     assert result.returncode != 0 and message in result.stderr
 
