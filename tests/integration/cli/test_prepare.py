@@ -3,6 +3,7 @@ give the same records, dense tensors decode within Q4 error, interrupted packing
 nothing, and existing stores are reused or reported corrupt."""
 import json
 import os
+import shutil
 import signal
 import struct
 import subprocess
@@ -152,6 +153,25 @@ def test_experts_flag_forms_and_reuse(run_cli, tmp_path):
     assert (out / "experts3.bin").stat().st_mtime_ns == stamp
     bad = run_cli("prepare", source, "--output", tmp_path / "x", "--experts", "5", check=False)
     assert bad.returncode != 0 and "--experts" in bad.stderr
+
+
+def test_store_packed_from_another_source_is_kept(run_cli, tmp_path):
+    out = tmp_path / "store"
+    pack(run_cli, FIXTURES / "tiny_c/hf_nested_fused", out)
+    manifest = json.loads((out / "manifest.json").read_text())
+    hashed = {f["name"]: f for f in manifest["source"]["files"]}
+    assert len(hashed["config.json"]["sha256"]) == 64
+    assert len(hashed["model.safetensors"]["header_sha256"]) == 64
+    before = (out / "manifest.json").read_bytes()
+    result = run_cli("prepare", FIXTURES / "tiny_c/mlx_q4", "--output", out, "--experts", "3", check=False)
+    assert result.returncode == 1
+    assert f"existing store {out} was packed from" in result.stderr
+    assert "different kind" in result.stderr and "remove it or choose another --output" in result.stderr
+    assert (out / "manifest.json").read_bytes() == before and not (out / "experts3.bin").exists()
+    # A copy of the original source elsewhere is the same source.
+    copy = tmp_path / "copy"
+    shutil.copytree(FIXTURES / "tiny_c/hf_nested_fused", copy)
+    assert "reused" in run_cli("prepare", copy, "--output", out).stdout
 
 
 def test_plain_progress_lines_when_not_a_terminal(run_cli, tmp_path):
