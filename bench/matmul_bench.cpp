@@ -3,12 +3,15 @@
 // kernel families and for 1 thread and all CPUs, and the machine's memcpy bandwidth in the same
 // run. Decode (1, 2, 4 input rows) reports GB/s of weight bytes (codes + scales + biases) read,
 // cycling through enough copies of the matrix to exceed the last-level cache, and its ratio to
-// memcpy; prefill (128, 512 rows) reports GFLOP/s (2·rows·cols·n_rows). Best of several runs
-// (wall clock), so other load on the machine shows as noise, not as a bias.
+// memcpy; prefill (128, 512 rows) reports GFLOP/s (2·rows·cols·n_rows). Best of several runs.
+// Wall-clock figures suffer from other load on a shared machine; single-thread rows therefore
+// also give the figure from the thread's CPU time (in brackets: [cpu]), which other processes
+// do not inflate.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <random>
 #include <string>
@@ -31,14 +34,27 @@ double now_seconds() {
         .count();
 }
 
-// Best time of `work` over at least `min_runs` runs and about `min_seconds` in total.
-double best_seconds(const std::function<void()>& work, int min_runs, double min_seconds) {
-    double best = 1e30;
+double thread_cpu_seconds() {
+    timespec now{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+    return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
+}
+
+struct Timing {
+    double wall = 1e30;  // best wall-clock seconds
+    double cpu = 1e30;   // best CPU seconds of the calling thread
+};
+
+// Best times of `work` over at least `min_runs` runs and about `min_seconds` in total.
+Timing best_seconds(const std::function<void()>& work, int min_runs, double min_seconds) {
+    Timing best;
     const double start = now_seconds();
     for (int run = 0; run < min_runs || now_seconds() - start < min_seconds; ++run) {
         const double begin = now_seconds();
+        const double cpu_begin = thread_cpu_seconds();
         work();
-        best = std::min(best, now_seconds() - begin);
+        best.cpu = std::min(best.cpu, thread_cpu_seconds() - cpu_begin);
+        best.wall = std::min(best.wall, now_seconds() - begin);
         if (run >= 50) break;
     }
     return best;
@@ -91,11 +107,11 @@ MatrixSet make_matrices(const Shape& shape, int group_size, size_t n_copies) {
 }
 
 // Bytes copied per second by memcpy over a working set of 2 × kStreamBytes, split over the pool.
-double memcpy_gbps(ThreadPool& pool) {
+Timing memcpy_seconds(ThreadPool& pool) {
     std::vector<uint8_t> source(kStreamBytes, 1);
     std::vector<uint8_t> target(kStreamBytes, 2);
     const size_t n_chunks = 64;
-    const double seconds = best_seconds(
+    return best_seconds(
         [&] {
             pool.parallel_for(n_chunks, 1, [&](size_t begin, size_t end) {
                 const size_t chunk = kStreamBytes / n_chunks;
@@ -104,7 +120,10 @@ double memcpy_gbps(ThreadPool& pool) {
             });
         },
         3, 1.0);
-    return static_cast<double>(kStreamBytes) / seconds / 1e9;
+}
+
+double gb_per_s(double bytes, double seconds) {
+    return bytes / seconds / 1e9;
 }
 
 const char* path_name(KernelPath path) {
@@ -120,12 +139,15 @@ int main(int argc, char** argv) {
     std::vector<KernelPath> paths = {KernelPath::Portable};
     if (cherenkov::engine::cpu_has_avx2_fma()) paths.push_back(KernelPath::Avx2);
 
-    const double memcpy_one = memcpy_gbps(single);
-    const double memcpy_all = memcpy_gbps(all);
+    const Timing memcpy_one_time = memcpy_seconds(single);
+    const double memcpy_one = gb_per_s(kStreamBytes, memcpy_one_time.wall);
+    const double memcpy_one_cpu = gb_per_s(kStreamBytes, memcpy_one_time.cpu);
+    const double memcpy_all = gb_per_s(kStreamBytes, memcpy_seconds(all).wall);
     std::printf("machine: %d CPUs, AVX2/FMA %s\n", all.size(),
                 cherenkov::engine::cpu_has_avx2_fma() ? "yes" : "no");
-    std::printf("memcpy (%zu MiB, bytes copied): 1 thread %.2f GB/s, %d threads %.2f GB/s\n\n",
-                kStreamBytes >> 20, memcpy_one, all.size(), memcpy_all);
+    std::printf(
+        "memcpy (%zu MiB, bytes copied): 1 thread %.2f GB/s [cpu %.2f], %d threads %.2f GB/s\n\n",
+        kStreamBytes >> 20, memcpy_one, memcpy_one_cpu, all.size(), memcpy_all);
 
     const std::vector<Shape> shapes = {
         {"dense [10240,2560]", 10240, 2560, 4}, {"dense [10240,2560]", 10240, 2560, 3},
@@ -135,8 +157,9 @@ int main(int argc, char** argv) {
     };
     const int group_size = 64;
 
-    std::printf("decode: GB/s of weight bytes (ratio to memcpy with the same threads)\n");
-    std::printf("%-20s %-3s %-8s %-4s %16s %16s %16s\n", "shape", "q", "path", "thr", "1 row",
+    std::printf(
+        "decode: GB/s of weight bytes (ratio to memcpy with the same threads) [cpu-time GB/s]\n");
+    std::printf("%-20s %-3s %-8s %-4s %23s %23s %23s\n", "shape", "q", "path", "thr", "1 row",
                 "2 rows", "4 rows");
     for (const Shape& shape : shapes) {
         MatrixSet probe = make_matrices(shape, group_size, 1);
@@ -148,11 +171,12 @@ int main(int argc, char** argv) {
         for (const KernelPath path : paths) {
             cherenkov::engine::set_kernel_path(path);
             for (ThreadPool* pool : {&single, &all}) {
-                const double reference = pool == &single ? memcpy_one : memcpy_all;
+                const bool one_thread = pool == &single;
+                const double reference = one_thread ? memcpy_one : memcpy_all;
                 std::printf("%-20s Q%-2d %-8s %-4d", shape.name, shape.bits, path_name(path),
                             pool->size());
                 for (const int64_t n_rows : {1, 2, 4}) {
-                    const double seconds = best_seconds(
+                    const Timing seconds = best_seconds(
                         [&] {
                             for (const AffineMatrix& m : set.copies) {
                                 cherenkov::engine::matmul(
@@ -161,9 +185,14 @@ int main(int argc, char** argv) {
                             }
                         },
                         quick ? 1 : 3, quick ? 0.2 : 1.0);
-                    const double gbps =
-                        static_cast<double>(set.bytes_per_copy * set.copies.size()) / seconds / 1e9;
-                    std::printf(" %7.2f (%4.2fx)", gbps, gbps / reference);
+                    const auto bytes = static_cast<double>(set.bytes_per_copy * set.copies.size());
+                    const double gbps = gb_per_s(bytes, seconds.wall);
+                    if (one_thread) {
+                        std::printf(" %6.2f (%4.2fx) [%5.2f]", gbps, gbps / reference,
+                                    gb_per_s(bytes, seconds.cpu));
+                    } else {
+                        std::printf(" %6.2f (%4.2fx)        ", gbps, gbps / reference);
+                    }
                 }
                 std::printf("\n");
                 std::fflush(stdout);
@@ -171,8 +200,8 @@ int main(int argc, char** argv) {
         }
     }
 
-    std::printf("\nprefill: GFLOP/s (2·rows·cols·n_rows)\n");
-    std::printf("%-20s %-3s %-8s %-4s %9s %9s\n", "shape", "q", "path", "thr", "128 rows",
+    std::printf("\nprefill: GFLOP/s (2·rows·cols·n_rows) [cpu-time GFLOP/s]\n");
+    std::printf("%-20s %-3s %-8s %-4s %15s %15s\n", "shape", "q", "path", "thr", "128 rows",
                 "512 rows");
     for (const Shape& shape : shapes) {
         const MatrixSet set = make_matrices(shape, group_size, 1);
@@ -187,7 +216,7 @@ int main(int argc, char** argv) {
                 std::printf("%-20s Q%-2d %-8s %-4d", shape.name, shape.bits, path_name(path),
                             pool->size());
                 for (const int64_t n_rows : {128, 512}) {
-                    const double seconds = best_seconds(
+                    const Timing seconds = best_seconds(
                         [&] {
                             cherenkov::engine::matmul(
                                 set.copies[0], x.data(), static_cast<size_t>(shape.cols), n_rows,
@@ -197,7 +226,12 @@ int main(int argc, char** argv) {
                     const double flops = 2.0 * static_cast<double>(shape.rows) *
                                          static_cast<double>(shape.cols) *
                                          static_cast<double>(n_rows);
-                    std::printf(" %9.1f", flops / seconds / 1e9);
+                    if (pool == &single) {
+                        std::printf(" %7.1f [%5.1f]", flops / seconds.wall / 1e9,
+                                    flops / seconds.cpu / 1e9);
+                    } else {
+                        std::printf(" %7.1f        ", flops / seconds.wall / 1e9);
+                    }
                 }
                 std::printf("\n");
                 std::fflush(stdout);

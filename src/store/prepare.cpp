@@ -6,6 +6,8 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "store/lowbit/lowbit_store.h"
+#include "store/packer/source_identity.h"
+#include "store/packer/source_model.h"
 #include "store/store_check.h"
 
 namespace cherenkov::store {
@@ -36,6 +38,31 @@ std::vector<int> parse_expert_bits(const std::vector<std::string>& items) {
     return bits;
 }
 
+namespace {
+
+// A store is reused only for the checkpoint it was packed from (same kind and content hashes;
+// a moved or touched copy is the same source). Never overwrites a store packed from another.
+void require_same_source(const PrepareOptions& options, const SourceIdentity& recorded) {
+    const SourceModel source = open_source_model(options.source_dir);
+    const SourceIdentity current =
+        read_source_identity(source.path, source.kind(), recorded.norm_convention);
+    const std::optional<std::string> difference = source_difference(recorded, current);
+    if (difference) {
+        throw_invalid("existing store " + options.output_dir + " was packed from " + recorded.path +
+                      " (" + *difference + "); remove it or choose another --output");
+    }
+    const bool hashed =
+        std::any_of(recorded.files.begin(), recorded.files.end(),
+                    [](const SourceFile& file) { return file.sha256 || file.header_sha256; });
+    if (!hashed) {
+        log_warn("store", "existing store " + options.output_dir +
+                              " records no source hashes; matched " + options.source_dir +
+                              " by file names and sizes only");
+    }
+}
+
+}  // namespace
+
 PrepareResult prepare_store(const PrepareOptions& options) {
     PrepareResult result;
     std::error_code ec;
@@ -50,6 +77,7 @@ PrepareResult prepare_store(const PrepareOptions& options) {
             throw error.with_context("existing store " + options.output_dir +
                                      " is invalid (remove it to pack again)");
         }
+        require_same_source(options, result.manifest.source);
     } else {
         PackOptions pack;
         pack.source_dir = options.source_dir;

@@ -255,5 +255,76 @@ TEST(Prepare, DerivesLowBitOnceAndReusesStores) {
     EXPECT_NO_THROW(validate_lowbit_store(options.output_dir, 2, base));
 }
 
+TEST(Prepare, ReusesAStoreForAMovedCopyOfItsSource) {
+    testing::TempDir temp;
+    const std::string copy = temp.file("checkpoint");
+    fs::copy(fixture("tiny_a/hf_flat_fused"), copy, fs::copy_options::recursive);
+    PrepareOptions options;
+    options.source_dir = fixture("tiny_a/hf_flat_fused");
+    options.output_dir = temp.file("store");
+    EXPECT_TRUE(prepare_store(options).base_packed);
+    const StoreManifest packed = validate_store(options.output_dir);
+    for (const SourceFile& file : packed.source.files) {
+        EXPECT_TRUE(file.sha256.has_value() || file.header_sha256.has_value()) << file.name;
+    }
+    options.source_dir = copy;
+    fs::last_write_time(copy + "/config.json", fs::file_time_type::clock::now());
+    const PrepareResult again = prepare_store(options);
+    EXPECT_FALSE(again.base_packed);
+    EXPECT_EQ(again.manifest.source.path, packed.source.path);  // the store is not rewritten
+}
+
+TEST(Prepare, RefusesAStorePackedFromAnotherSource) {
+    testing::TempDir temp;
+    PrepareOptions options;
+    options.source_dir = fixture("tiny_c/hf_nested_fused");
+    options.output_dir = temp.file("store");
+    prepare_store(options);
+    const std::string manifest_before = read_bytes(options.output_dir + "/manifest.json");
+    const std::pair<const char*, const char*> others[] = {
+        {"tiny_c/mlx_q4", "different kind: mlx-affine, the store's is hf-bf16"},
+        {"tiny_a/hf_flat_fused", "different config.json"},
+    };
+    for (const auto& [other, difference] : others) {
+        options.source_dir = fixture(other);
+        options.expert_bits = {4, 3};
+        try {
+            prepare_store(options);
+            FAIL() << "reused a store packed from another source: " << other;
+        } catch (const Error& error) {
+            EXPECT_EQ(error.kind(), ErrorKind::InvalidInput);
+            const std::string message = error.what();
+            EXPECT_NE(
+                message.find(
+                    "existing store " + options.output_dir + " was packed from " +
+                    fs::absolute(fixture("tiny_c/hf_nested_fused")).lexically_normal().string()),
+                std::string::npos)
+                << message;
+            EXPECT_NE(message.find(difference), std::string::npos) << message;
+            EXPECT_NE(message.find("remove it or choose another --output"), std::string::npos);
+        }
+    }
+    EXPECT_EQ(read_bytes(options.output_dir + "/manifest.json"), manifest_before);
+    EXPECT_FALSE(fs::exists(options.output_dir + "/experts3.bin"));
+}
+
+TEST(Prepare, ReusesAStoreWhoseManifestPredatesHashes) {
+    testing::TempDir temp;
+    PrepareOptions options;
+    options.source_dir = fixture("tiny_a/hf_flat_fused");
+    options.output_dir = temp.file("store");
+    prepare_store(options);
+    const std::string path = options.output_dir + "/manifest.json";
+    nlohmann::json manifest = nlohmann::json::parse(read_bytes(path));
+    for (nlohmann::json& file : manifest["source"]["files"]) {
+        file.erase("sha256");
+        file.erase("header_sha256");
+    }
+    std::ofstream(path) << manifest.dump(1);
+    EXPECT_FALSE(prepare_store(options).base_packed);
+    options.source_dir = fixture("tiny_b/hf_nested_experts_sharded");
+    EXPECT_THROW(prepare_store(options), Error);
+}
+
 }  // namespace
 }  // namespace cherenkov::store

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -150,6 +151,78 @@ TEST(RowQuantizer, EqualsReferenceQuantizerBitForBit) {
             for (size_t group = 0; group < 3; ++group) {
                 EXPECT_EQ(u16_at(scales, group), float_to_bf16(reference.scales[group]));
                 EXPECT_EQ(u16_at(biases, group), float_to_bf16(reference.biases[group]));
+            }
+        }
+    }
+}
+
+// The vector quantizer (used when the CPU has AVX2) writes the same bytes as the portable one,
+// including exact rounding ties, one-signed and constant groups, and a group holding a NaN.
+TEST(RowQuantizer, FastPathEqualsPortableQuantizer) {
+    std::mt19937 rng(19);
+    std::normal_distribution<float> normal(0.0f, 0.04f);
+    for (const int group_size : {32, 64, 128}) {
+        const uint64_t cols = 3 * static_cast<uint64_t>(group_size);
+        std::vector<float> row(cols);
+        for (int trial = 0; trial < 40; ++trial) {
+            for (float& value : row) value = normal(rng);
+            if (trial % 4 == 1) {  // ties: (k - 40) / 32 hits .5 steps at 4 bits
+                for (size_t k = 0; k < cols; ++k)
+                    row[k] = (static_cast<float>(k % 64) - 40.0f) / 32.0f;
+            }
+            if (trial % 4 == 2) {
+                for (float& value : row) value = std::fabs(value) + 0.5f;  // all positive
+            }
+            if (trial % 4 == 3) {
+                std::fill(row.begin(), row.begin() + group_size, 0.0f);  // constant group
+                std::fill(row.begin() + group_size, row.begin() + int64_t{2} * group_size, -0.25f);
+            }
+            if (trial == 5) row[static_cast<size_t>(group_size) + 3] = NAN;
+            for (const int bits : {2, 3, 4, 5, 6, 8}) {
+                const uint64_t code_bytes = cols * static_cast<uint64_t>(bits) / 8;
+                std::vector<std::byte> codes(code_bytes), scales(6), biases(6);
+                std::vector<std::byte> ref_codes(code_bytes), ref_scales(6), ref_biases(6);
+                quantize_row(row, bits, group_size, codes.data(), scales.data(), biases.data());
+                quantize_row_portable(row, bits, group_size, ref_codes.data(), ref_scales.data(),
+                                      ref_biases.data());
+                ASSERT_EQ(codes, ref_codes)
+                    << "bits " << bits << " group " << group_size << " trial " << trial;
+                ASSERT_EQ(scales, ref_scales) << "bits " << bits << " trial " << trial;
+                ASSERT_EQ(biases, ref_biases) << "bits " << bits << " trial " << trial;
+            }
+        }
+    }
+}
+
+// dequantize_rows equals model_data's dequantizer bit for bit (the low-bit tables depend on it).
+TEST(RowQuantizer, DequantizeRowsEqualsModelDataDequantizer) {
+    std::mt19937 rng(23);
+    std::normal_distribution<float> normal(0.0f, 0.05f);
+    const uint64_t rows = 5, cols = 256;
+    WorkPool pool(1);
+    for (const int bits : {2, 3, 4, 5, 6, 8}) {
+        std::vector<float> values(rows * cols);
+        for (float& value : values) value = normal(rng);
+        const uint64_t groups = cols / 64;
+        std::vector<std::byte> codes(rows * cols * static_cast<uint64_t>(bits) / 8),
+            scales(rows * groups * 2), biases(rows * groups * 2);
+        quantize_rows(values, rows, cols, bits, 64, codes, scales, biases, pool);
+        std::vector<float> fast(rows * cols);
+        dequantize_rows(codes, scales, biases, rows, cols, bits, 64, fast);
+        for (uint64_t row = 0; row < rows; ++row) {
+            std::vector<float> row_scales(groups), row_biases(groups), reference(cols);
+            for (uint64_t group = 0; group < groups; ++group) {
+                row_scales[group] = bf16_to_float(u16_at(scales, row * groups + group));
+                row_biases[group] = bf16_to_float(u16_at(biases, row * groups + group));
+            }
+            const auto row_codes =
+                std::span(reinterpret_cast<const uint8_t*>(codes.data()) + row * cols * bits / 8,
+                          cols * bits / 8);
+            model_data::dequantize_mlx_row(row_codes, row_scales, row_biases, bits, 64, reference);
+            for (uint64_t col = 0; col < cols; ++col) {
+                ASSERT_EQ(std::bit_cast<uint32_t>(reference[col]),
+                          std::bit_cast<uint32_t>(fast[row * cols + col]))
+                    << "bits " << bits << " row " << row << " col " << col;
             }
         }
     }

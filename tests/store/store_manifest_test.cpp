@@ -9,7 +9,9 @@ namespace {
 
 StoreManifest sample_manifest() {
     StoreManifest manifest;
-    manifest.source = {"/models/x", "hf-bf16", "zero_centred", {{"config.json", 100, 5}}};
+    SourceFile config{"config.json", 100, 5, std::string(64, 'a'), std::nullopt};
+    SourceFile shard{"model.safetensors", 4000, 6, std::nullopt, std::string(64, 'b')};
+    manifest.source = {"/models/x", "hf-bf16", "zero_centred", {config, shard}};
     manifest.experts = make_expert_layout(64, 64, 4, 64, 2, 1, 4);
     manifest.has_mtp = true;
     manifest.experts_bytes = manifest.experts.file_bytes();
@@ -39,6 +41,10 @@ TEST(StoreManifest, RoundTripsThroughJson) {
     EXPECT_EQ(parsed.dense[1].scales, manifest.dense[1].scales);
     EXPECT_EQ(parsed.ngram[0].row_bytes, 20u);
     EXPECT_EQ(parsed.source.files[0].name, "config.json");
+    EXPECT_EQ(parsed.source.files[0].sha256, std::string(64, 'a'));
+    EXPECT_EQ(parsed.source.files[0].header_sha256, std::nullopt);
+    EXPECT_EQ(parsed.source.files[1].header_sha256, std::string(64, 'b'));
+    EXPECT_EQ(parsed.source.files[1].sha256, std::nullopt);
     EXPECT_NE(parsed.find_dense("model.layers.0.self_attn.q_norm.weight"), nullptr);
 }
 
@@ -52,6 +58,28 @@ void expect_corrupt(const nlohmann::json& document, const std::string& fragment)
         EXPECT_NE(std::string(error.what()).find("store/manifest.json"), std::string::npos)
             << error.what();
     }
+}
+
+TEST(StoreManifest, ParsesSourceFilesWithoutHashes) {
+    nlohmann::json document = manifest_to_json(sample_manifest());
+    for (nlohmann::json& file : document["source"]["files"]) {
+        file.erase("sha256");
+        file.erase("header_sha256");
+    }
+    const StoreManifest parsed = parse_store_manifest(document.dump(), "manifest.json");
+    ASSERT_EQ(parsed.source.files.size(), 2u);
+    EXPECT_EQ(parsed.source.files[0].sha256, std::nullopt);
+    EXPECT_EQ(parsed.source.files[1].header_sha256, std::nullopt);
+    EXPECT_EQ(parsed.source.files[1].size_bytes, 4000u);
+}
+
+TEST(StoreManifest, RejectsMalformedHashes) {
+    nlohmann::json document = manifest_to_json(sample_manifest());
+    document["source"]["files"][0]["sha256"] = "ABC";
+    expect_corrupt(document, "source.files[0].sha256: expected 64 lowercase hex digits");
+    document = manifest_to_json(sample_manifest());
+    document["source"]["files"][1]["header_sha256"] = 5;
+    expect_corrupt(document, "source.files[1].header_sha256: expected a string");
 }
 
 TEST(StoreManifest, RejectsBadJsonAndFormat) {

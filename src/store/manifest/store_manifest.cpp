@@ -60,6 +60,17 @@ public:
         return value.get<std::string>();
     }
 
+    // An optional SHA-256 digest: 64 lowercase hex digits.
+    std::optional<std::string> optional_sha256(std::string_view field) const {
+        if (!has(field)) return std::nullopt;
+        std::string value = text(field);
+        if (value.size() != 64 ||
+            value.find_first_not_of("0123456789abcdef") != std::string::npos) {
+            fail(field, "expected 64 lowercase hex digits");
+        }
+        return value;
+    }
+
     bool boolean(std::string_view field) const {
         const json& value = member(field);
         if (!value.is_boolean()) fail(field, "expected a boolean");
@@ -312,8 +323,11 @@ const DenseTensor* StoreManifest::find_dense(std::string_view name) const {
 nlohmann::json manifest_to_json(const StoreManifest& manifest) {
     json files = json::array();
     for (const SourceFile& file : manifest.source.files) {
-        files.push_back(
-            {{"name", file.name}, {"size_bytes", file.size_bytes}, {"mtime_ns", file.mtime_ns}});
+        json entry = {
+            {"name", file.name}, {"size_bytes", file.size_bytes}, {"mtime_ns", file.mtime_ns}};
+        if (file.sha256) entry["sha256"] = *file.sha256;
+        if (file.header_sha256) entry["header_sha256"] = *file.header_sha256;
+        files.push_back(std::move(entry));
     }
     json dense = json::array();
     for (const DenseTensor& tensor : manifest.dense) {
@@ -382,8 +396,13 @@ StoreManifest parse_store_manifest(std::string_view text, const std::string& fil
     const json& files = source.array("files");
     for (size_t index = 0; index < files.size(); ++index) {
         const FieldReader file = source.element("files", index, files[index]);
-        manifest.source.files.push_back(
-            {file.text("name"), file.u64("size_bytes"), file.i64("mtime_ns")});
+        SourceFile entry;
+        entry.name = file.text("name");
+        entry.size_bytes = file.u64("size_bytes");
+        entry.mtime_ns = file.i64("mtime_ns");
+        entry.sha256 = file.optional_sha256("sha256");
+        entry.header_sha256 = file.optional_sha256("header_sha256");
+        manifest.source.files.push_back(std::move(entry));
     }
     manifest.norms_folded = root.boolean("norms_folded");
     manifest.has_mtp = root.boolean("has_mtp");

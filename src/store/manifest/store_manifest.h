@@ -58,6 +58,11 @@ struct SourceFile {
     std::string name;
     uint64_t size_bytes = 0;
     int64_t mtime_ns = 0;
+    // Lowercase hex SHA-256. config.json and the shard index: of the whole file (`sha256`);
+    // *.safetensors: of the 8-byte header length plus the JSON header (`header_sha256`). Both
+    // absent in manifests written before hashes were recorded.
+    std::optional<std::string> sha256;
+    std::optional<std::string> header_sha256;
 };
 
 struct SourceIdentity {

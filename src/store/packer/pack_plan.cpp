@@ -365,7 +365,7 @@ PackPlan plan_pack(const SourceModel& source) {
     const q4::Config& config = source.config;
     const bool fold_norms = source_norms_zero_centred(source);
     plan.manifest.source.path = source.path;
-    plan.manifest.source.kind = source.mlx ? "mlx-affine" : "hf-bf16";
+    plan.manifest.source.kind = source.kind();
     plan.manifest.source.norm_convention =
         std::string(q4::norm_convention_name(source.layout.norm_convention));
     plan.manifest.norms_folded = true;

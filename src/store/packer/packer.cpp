@@ -18,6 +18,7 @@
 #include "store/packer/output_file.h"
 #include "store/packer/pack_plan.h"
 #include "store/packer/row_quantizer.h"
+#include "store/packer/source_identity.h"
 #include "store/packer/source_model.h"
 
 namespace cherenkov::store {
@@ -272,28 +273,6 @@ std::string packed_config_text(const SourceModel& source, const PackPlan& plan) 
     return document.dump(2) + "\n";
 }
 
-SourceIdentity source_identity(const SourceModel& source, SourceIdentity identity) {
-    identity.path = fs::absolute(source.path).lexically_normal().string();
-    std::vector<std::string> names;
-    for (const auto& entry : fs::directory_iterator(source.path)) {
-        const std::string name = entry.path().filename().string();
-        const bool weights =
-            name.size() > 12 && name.compare(name.size() - 12, 12, ".safetensors") == 0;
-        if (weights || name == "config.json" || name == "model.safetensors.index.json")
-            names.push_back(name);
-    }
-    std::sort(names.begin(), names.end());
-    for (const std::string& name : names) {
-        struct stat info {};
-        const std::string full = source.path + "/" + name;
-        if (::stat(full.c_str(), &info) != 0) throw_errno("cannot stat " + full, errno);
-        identity.files.push_back(
-            {name, static_cast<uint64_t>(info.st_size),
-             static_cast<int64_t>(info.st_mtim.tv_sec) * 1'000'000'000 + info.st_mtim.tv_nsec});
-    }
-    return identity;
-}
-
 bool process_alive(long pid) {
     return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
 }
@@ -349,7 +328,8 @@ StoreManifest pack_store(const PackOptions& options) {
     }
     SourceModel source = open_source_model(options.source_dir);
     PackPlan plan = plan_pack(source);
-    plan.manifest.source = source_identity(source, plan.manifest.source);
+    plan.manifest.source = read_source_identity(source.path, plan.manifest.source.kind,
+                                                plan.manifest.source.norm_convention);
 
     fs::path destination = fs::path(options.output_dir).lexically_normal();
     if (destination.filename().empty()) destination = destination.parent_path();

@@ -44,6 +44,9 @@ struct SourceModel {
     bool mlx = false;          // MLX affine conversion (packed weights present)
     uint64_t total_bytes = 0;  // Σ tensor bytes
 
+    // The manifest's source kind: "mlx-affine" or "hf-bf16".
+    const char* kind() const { return mlx ? "mlx-affine" : "hf-bf16"; }
+
     // The stored tensor with this exact name; throws NotFound naming the source.
     model_data::LocatedTensor require(const std::string& name) const;
     std::optional<model_data::LocatedTensor> find(const std::string& name) const;

@@ -3,6 +3,7 @@ give the same records, dense tensors decode within Q4 error, interrupted packing
 nothing, and existing stores are reused or reported corrupt."""
 import json
 import os
+import shutil
 import signal
 import struct
 import subprocess
@@ -154,6 +155,25 @@ def test_experts_flag_forms_and_reuse(run_cli, tmp_path):
     assert bad.returncode != 0 and "--experts" in bad.stderr
 
 
+def test_store_packed_from_another_source_is_kept(run_cli, tmp_path):
+    out = tmp_path / "store"
+    pack(run_cli, FIXTURES / "tiny_c/hf_nested_fused", out)
+    manifest = json.loads((out / "manifest.json").read_text())
+    hashed = {f["name"]: f for f in manifest["source"]["files"]}
+    assert len(hashed["config.json"]["sha256"]) == 64
+    assert len(hashed["model.safetensors"]["header_sha256"]) == 64
+    before = (out / "manifest.json").read_bytes()
+    result = run_cli("prepare", FIXTURES / "tiny_c/mlx_q4", "--output", out, "--experts", "3", check=False)
+    assert result.returncode == 1
+    assert f"existing store {out} was packed from" in result.stderr
+    assert "different kind" in result.stderr and "remove it or choose another --output" in result.stderr
+    assert (out / "manifest.json").read_bytes() == before and not (out / "experts3.bin").exists()
+    # A copy of the original source elsewhere is the same source.
+    copy = tmp_path / "copy"
+    shutil.copytree(FIXTURES / "tiny_c/hf_nested_fused", copy)
+    assert "reused" in run_cli("prepare", copy, "--output", out).stdout
+
+
 def test_plain_progress_lines_when_not_a_terminal(run_cli, tmp_path):
     result = pack(run_cli, FIXTURES / "tiny_c/mlx_q4", tmp_path / "store")
     assert "prepare: experts" in result.stderr and "\r" not in result.stderr
@@ -183,12 +203,11 @@ def test_kill_during_packing_publishes_nothing(cherenkov_bin, tmp_path):
     deadline = time.time() + 60
     while time.time() < deadline and not list(tmp_path.glob(".store.partial-*/experts.bin")):
         time.sleep(0.05)
-    time.sleep(0.3)
-    finished = process.poll() is not None
+    time.sleep(0.05)  # mid-way through the experts (the vector quantizer packs them fast)
+    if process.poll() is not None:  # reaped by poll: killing it would raise ProcessLookupError
+        pytest.skip("packing finished before it could be interrupted")
     os.kill(process.pid, signal.SIGKILL)
     process.wait()
-    if finished:
-        pytest.skip("packing finished before it could be interrupted")
     assert not out.exists()
     assert list(tmp_path.glob(".store.partial-*"))  # the leftover is beside the store, unpublished
     subprocess.run([cherenkov_bin, "prepare", str(source), "--output", str(out)], check=True, capture_output=True)
