@@ -1,0 +1,33 @@
+#include "engine/experts/slot_pool.h"
+
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "base/error.h"
+
+namespace cherenkov::engine {
+
+SlotPool::SlotPool(uint64_t n_slots, uint64_t slot_bytes) : n_slots_(n_slots), slot_bytes_(slot_bytes) {
+    if (slot_bytes == 0 || slot_bytes % 4096 != 0) {
+        throw_internal("expert slot size " + std::to_string(slot_bytes) +
+                       " is not a positive multiple of 4096");
+    }
+    if (n_slots == 0) return;
+    void* base = ::mmap(nullptr, n_slots * slot_bytes, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (base == MAP_FAILED) {
+        throw Error(ErrorKind::ResourceExhausted,
+                    "cannot map an expert pool of " + std::to_string(n_slots) + " slots (" +
+                        std::to_string(n_slots * slot_bytes) + " bytes): " + std::strerror(errno));
+    }
+    base_ = static_cast<std::byte*>(base);
+}
+
+SlotPool::~SlotPool() {
+    if (base_ != nullptr) ::munmap(base_, n_slots_ * slot_bytes_);
+}
+
+}  // namespace cherenkov::engine
