@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "engine/experts/expert_cache_batch.h"
 #include "engine/experts/expert_test_tables.h"
 
 namespace cherenkov::engine {
@@ -471,6 +472,31 @@ TEST_F(ExpertCacheTest, FailedLookaheadReadIsRetriedOnDemand) {
     const ExpertStats stats = cache.stats();
     EXPECT_EQ(stats.layers[2].quant[0].prefetch.reads_failed, 1u);
     EXPECT_EQ(stats.layers[2].quant[0].demand.reads_ok, 1u);
+}
+
+TEST_F(ExpertCacheTest, BatchPlacementsBuildTheBlockAddressTable) {
+    ExpertCache cache(options(8));
+    run(cache, 0, requests({2}));
+    control_.hold = true;
+    // Token routes to 2 and 5, draft to 5 and 7; 2 is resident, 5 and 7 are read.
+    const std::vector<RoutedExpert> routes{{2, 0.3F}, {5, 0.7F}, {5, 0.6F}, {7, 0.4F}};
+    const std::vector<ExpertRequest> wanted{{2, 0.3F}, {5, 0.7F}, {7, 0.4F}};
+    std::unique_ptr<ExpertBatch> batch = cache.fetch(0, wanted);
+    auto& cached = dynamic_cast<ExpertCacheBatch&>(*batch);
+    std::vector<ExpertResidency> by_expert(kExperts);
+    for (size_t index = 0; index < wanted.size(); ++index) {
+        by_expert[static_cast<size_t>(wanted[index].expert)] = cached.placement(index);
+    }
+    const BlockAddressTable table = build_block_address_table(0, routes, 2, by_expert);
+    ASSERT_EQ(table.entries.size(), 3u);
+    EXPECT_EQ(table.n_resident, 1u);
+    EXPECT_EQ(table.entries[0].expert, 2);
+    EXPECT_EQ(table.entries[0].slot, cache.residency(0, 2).slot);
+    EXPECT_EQ(table.entries[1].expert, 5);
+    EXPECT_EQ(table.entries[2].expert, 7);
+    EXPECT_GE(table.entries[2].slot, 0);  // the slot its read is filling
+    control_.release_all();
+    drain(cache, *batch, 0, wanted);
 }
 
 TEST_F(ExpertCacheTest, StatsSnapshotSerializesToJson) {
