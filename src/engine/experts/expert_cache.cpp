@@ -32,7 +32,7 @@ const store::ExpertLayout& layout_of(const ExpertCacheOptions& options, int bits
 
 double default_half_life(const ExpertCacheOptions& options) {
     if (options.frequency_half_life_selections > 0.0) return options.frequency_half_life_selections;
-    return 4.0 * static_cast<double>(std::max<uint64_t>(options.n_slots, 1));
+    return static_cast<double>(std::max<uint64_t>(options.n_slots, 1));
 }
 
 }  // namespace

@@ -3,8 +3,9 @@
 // requested experts' slots for the life of the batch, hands out residents at once and each miss
 // as its read lands; IO workers read missing records straight into free slots (demand before
 // lookahead, strongest first). predict() starts low-priority lookahead reads that never evict a
-// pinned slot and are dropped when their layer is fetched without them. Replacement is LRU or
-// frequency-aware (replacement_policy.h); prefetched-but-unused slots are evicted first.
+// pinned slot; when their layer is fetched without them, queued ones are dropped and landed ones
+// become stale. Replacement is LRU or frequency-aware (replacement_policy.h); stale prefetches
+// are evicted first.
 //
 // Threads: fetch/predict/begin_step/end_step and batches belong to the engine thread; IO
 // workers complete reads. One mutex guards the slot table; it is never held across a read.
@@ -122,7 +123,7 @@ class ExpertCache final : public ExpertSource {
     uint64_t record_key(int64_t layer, int32_t expert) const;
 
     // A slot for a new record: free, else the policy's victim among unpinned ready slots (never
-    // an unused prefetch of protected_layer); for demand also a cancelled queued lookahead read.
+    // a pending prefetch of protected_layer); for demand also a cancelled queued lookahead read.
     // nullopt when none is available now.
     std::optional<uint32_t> take_slot(bool demand, int64_t protected_layer = -1);
     void evict(uint32_t slot);

@@ -51,9 +51,14 @@ void ReplacementPolicy::place(uint32_t slot, uint8_t tier) {
     order_.insert(info.entry);
 }
 
-void ReplacementPolicy::insert(uint32_t slot, uint64_t key, bool speculative) {
+void ReplacementPolicy::insert(uint32_t slot, uint64_t key, bool pending_prefetch) {
     slots_[slot].key = key;
-    place(slot, speculative ? 0 : 1);
+    place(slot, pending_prefetch ? 2 : 1);
+}
+
+void ReplacementPolicy::demote(uint32_t slot) {
+    if (!slots_[slot].tracked) return;
+    place(slot, 0);
 }
 
 void ReplacementPolicy::touch(uint32_t slot) {

@@ -1,6 +1,8 @@
-// Which resident expert slot to evict. Both policies are "adaptive" in one sense: a slot filled
-// by a lookahead read that no fetch has used yet is speculative and is evicted before any slot a
-// fetch has used (oldest speculative first), so wrong predictions never push out the working set.
+// Which resident expert slot to evict. Both policies adapt to lookahead in the same way: a slot
+// filled by a lookahead read is a pending prefetch until its layer is fetched, and is evicted only
+// after every ordinary slot (its layer is about to need it); if the fetch used it, it becomes an
+// ordinary slot, otherwise a stale prefetch, evicted before every other slot (oldest first), so
+// wrong predictions do not push out the working set.
 // Among used slots:
 //  - Lru: least recently used first.
 //  - Frequency: lowest exponentially aged selection count of its (layer, expert) first, then least
@@ -35,10 +37,12 @@ class ReplacementPolicy {
     // A fetch selected `key` (hit or miss). Updates its frequency.
     void record_selection(uint64_t key);
 
-    // `slot` now holds `key` and may be evicted. speculative: filled by lookahead, unused yet.
-    void insert(uint32_t slot, uint64_t key, bool speculative);
-    // A fetch used resident `slot`: it becomes most valuable and is no longer speculative.
+    // `slot` now holds `key` (most recently used); pending_prefetch: filled by lookahead.
+    void insert(uint32_t slot, uint64_t key, bool pending_prefetch);
+    // A fetch used `slot`: it becomes the most recent ordinary slot.
     void touch(uint32_t slot);
+    // `slot` holds a stale prefetch: it goes before every non-stale slot.
+    void demote(uint32_t slot);
     // `slot` leaves the pool (evicted or failed). No-op when it is not tracked.
     void remove(uint32_t slot);
     bool tracked(uint32_t slot) const { return slots_[slot].tracked; }
@@ -59,7 +63,7 @@ class ReplacementPolicy {
 
    private:
     struct Entry {
-        uint8_t tier = 0;    // 0: speculative, 1: used
+        uint8_t tier = 0;    // 0: stale prefetch, 1: ordinary, 2: pending prefetch
         double score = 0.0;  // Frequency: the key's aged count; Lru: 0
         uint64_t tick = 0;   // last insert / touch
         uint32_t slot = 0;

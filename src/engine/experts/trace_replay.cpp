@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 #include <vector>
 
 namespace cherenkov::engine {
@@ -13,9 +14,13 @@ double seconds_since(Clock::time_point start) {
     return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-void spin_for(double seconds) {
+void compute_for(double seconds, ReplayOptions::Compute compute) {
     if (seconds <= 0.0) return;
     const auto until = Clock::now() + std::chrono::duration<double>(seconds);
+    if (compute == ReplayOptions::Compute::Sleep) {
+        std::this_thread::sleep_until(until);
+        return;
+    }
     while (Clock::now() < until) {
     }
 }
@@ -68,6 +73,7 @@ ReplayResult replay_trace(ExpertSource& source, const RoutingTrace& trace,
             const std::vector<int32_t> predicted =
                 predict_union(next, n_experts, options.prediction_accuracy, &random);
             source.predict(next.layer, predicted);
+            if (options.after_predict) options.after_predict();
         }
         const std::vector<ExpertRequest> requests = group.union_requests();
         auto stall_start = Clock::now();
@@ -80,7 +86,7 @@ ReplayResult replay_trace(ExpertSource& source, const RoutingTrace& trace,
                 options.on_expert(group.layer, requests[request_index].expert, weights);
             }
             const auto compute_start = Clock::now();
-            spin_for(options.compute_seconds_per_expert);
+            compute_for(options.compute_seconds_per_expert, options.compute);
             result.compute_seconds += seconds_since(compute_start);
             ++result.experts_delivered;
             stall_start = Clock::now();

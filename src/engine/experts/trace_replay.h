@@ -17,8 +17,14 @@ struct ReplayOptions {
     // keeping each expert with this probability and replacing it with a random one otherwise.
     // Negative: never call predict.
     double prediction_accuracy = -1.0;
-    double compute_seconds_per_expert = 0.0;  // busy-wait per delivered expert
+    double compute_seconds_per_expert = 0.0;  // simulated compute per delivered expert
+    // Spin: compute occupies this core (CPU backend). Sleep: the core is free meanwhile (an
+    // accelerator computes).
+    enum class Compute { Spin, Sleep } compute = Compute::Spin;
     uint64_t seed = 7;
+    // Called after each predict(); e.g. to let lookahead reads land before the fetch, so hit
+    // rates do not depend on thread timing. May be empty.
+    std::function<void()> after_predict;
     // Called with each delivered expert; may be empty. For checking bytes in tests.
     std::function<void(int64_t layer, int32_t expert, const ExpertWeights& weights)> on_expert;
 };

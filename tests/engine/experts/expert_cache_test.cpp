@@ -249,19 +249,32 @@ TEST_F(ExpertCacheTest, QueuedLookaheadIsDroppedWhenItsLayerDoesNotNeedIt) {
     EXPECT_EQ(stats.layers[2].experts.prefetches_used, 1u);
 }
 
-TEST_F(ExpertCacheTest, UnusedPrefetchesAreEvictedBeforeUsedExperts) {
+TEST_F(ExpertCacheTest, StalePrefetchesAreEvictedBeforeUsedExperts) {
     ExpertCacheOptions opts = options(4);
     opts.lookahead = true;
-    opts.n_io_threads = 1;  // prefetches land in prediction order
     ExpertCache cache(std::move(opts));
     run(cache, 0, requests({0, 1}));
     cache.predict(1, std::vector<int32_t>{2, 3});
     cache.wait_idle();
-    // Plain LRU would evict 0 (least recent); the unused prefetch of 2 goes first.
+    run(cache, 1, requests({2}));  // 3 was predicted but not needed: stale
+    // Plain LRU would evict 0 (least recent); the stale prefetch of 3 goes first.
     run(cache, 0, requests({4}));
     EXPECT_TRUE(cache.residency(0, 0).resident);
-    EXPECT_EQ(cache.residency(1, 2).slot, -1);
-    EXPECT_TRUE(cache.residency(1, 3).resident);
+    EXPECT_EQ(cache.residency(1, 3).slot, -1);
+    EXPECT_TRUE(cache.residency(1, 2).resident);
+}
+
+TEST_F(ExpertCacheTest, PendingPrefetchesSurviveTheCurrentLayersMisses) {
+    ExpertCacheOptions opts = options(4);
+    opts.lookahead = true;
+    ExpertCache cache(std::move(opts));
+    run(cache, 0, requests({0, 1}));
+    cache.predict(1, std::vector<int32_t>{2, 3});
+    cache.wait_idle();
+    run(cache, 0, requests({4}));  // evicts the least recent used expert, not the prefetches
+    EXPECT_EQ(cache.residency(0, 0).slot, -1);
+    run(cache, 1, requests({2, 3}));
+    EXPECT_EQ(layer_counters(cache, 1).hits, 2u);
 }
 
 TEST_F(ExpertCacheTest, FrequencyPolicyKeepsAPopularExpertThatLruEvicts) {

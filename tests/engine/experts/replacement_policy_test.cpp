@@ -23,15 +23,27 @@ TEST(ReplacementPolicy, LruEvictsLeastRecentlyUsed) {
     EXPECT_FALSE(policy.victim([](uint32_t) { return false; }).has_value());
 }
 
-TEST(ReplacementPolicy, UnusedPrefetchesGoFirstOldestFirst) {
+TEST(ReplacementPolicy, StalePrefetchesGoFirstOldestFirst) {
     ReplacementPolicy policy(ReplacementKind::Lru, 4, 100, 0.0);
     policy.insert(0, 10, false);
-    policy.insert(1, 11, true);  // speculative
-    policy.insert(2, 12, true);
-    EXPECT_EQ(policy.victim(any_slot), 1u);
-    policy.touch(1);  // a fetch used it: now an ordinary, most recent slot
+    policy.insert(1, 11, false);
+    policy.insert(2, 12, false);
+    policy.demote(2);  // stale prefetches: 2, then 1
+    policy.demote(1);
     EXPECT_EQ(policy.victim(any_slot), 2u);
-    policy.remove(2);
+    policy.touch(2);  // a fetch used it after all: now the most recent ordinary slot
+    EXPECT_EQ(policy.victim(any_slot), 1u);
+    policy.remove(1);
+    EXPECT_EQ(policy.victim(any_slot), 0u);
+}
+
+TEST(ReplacementPolicy, PendingPrefetchesGoLast) {
+    ReplacementPolicy policy(ReplacementKind::Frequency, 3, 100, 100.0);
+    policy.record_selection(10);
+    policy.insert(0, 11, true);  // never selected, but its layer is about to be fetched
+    policy.insert(1, 10, false);
+    EXPECT_EQ(policy.victim(any_slot), 1u);
+    policy.demote(0);  // its layer was fetched without it
     EXPECT_EQ(policy.victim(any_slot), 0u);
 }
 
