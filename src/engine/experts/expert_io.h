@@ -1,8 +1,11 @@
 // IO workers for expert records: a priority queue of reads and a pool of threads, each with one
 // read in flight, reading straight into pool slots. Demand reads always go before lookahead
 // reads; within a class the stronger expert (larger max routing weight) goes first, then the
-// older request. Queued reads can be promoted (a fetch needs a predicted expert now) or cancelled
-// (a lookahead read that is no longer wanted); started reads always run to completion.
+// older request. By default a lookahead read starts only while no demand read is queued or in
+// flight, so it never takes disk bandwidth from a read the engine is waiting for (seed: lookahead
+// reads start after the current block's required misses finish). Queued reads can be promoted
+// (a fetch needs a predicted expert now) or cancelled (a lookahead read no longer wanted);
+// started reads always run to completion.
 #pragma once
 
 #include <condition_variable>
@@ -38,7 +41,8 @@ class ExpertIo {
     using OnComplete =
         std::function<void(const ReadJob& job, const RecordRead& read, uint64_t duration_ns)>;
 
-    ExpertIo(int n_threads, OnComplete on_complete);
+    // lookahead_after_demand: hold lookahead reads while demand reads are queued or in flight.
+    ExpertIo(int n_threads, OnComplete on_complete, bool lookahead_after_demand = true);
     // Drops queued reads (their handlers never run) and waits for reads in flight.
     ~ExpertIo();
     ExpertIo(const ExpertIo&) = delete;
@@ -63,13 +67,16 @@ class ExpertIo {
     };
 
     void run(const std::stop_token& stop);
+    bool can_start() const;  // mutex_ held
 
     OnComplete on_complete_;
-    mutable std::mutex mutex_;  // guards queue_, keys_, next_id_
+    bool lookahead_after_demand_;
+    mutable std::mutex mutex_;  // guards queue_, keys_, next_id_, demand_in_flight_
     std::condition_variable_any ready_;
     std::map<QueueKey, ReadJob> queue_;
     std::unordered_map<uint64_t, QueueKey> keys_;  // queued ids
     uint64_t next_id_ = 1;
+    int demand_in_flight_ = 0;
     std::vector<std::jthread> workers_;  // last: stopped and joined first
 };
 

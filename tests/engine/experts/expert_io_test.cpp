@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 namespace cherenkov::engine {
@@ -125,6 +127,35 @@ TEST(ExpertIo, SeveralReadsInFlight) {
     reader.wait_started(3);  // all three block in the reader at once
     reader.open();
     done.wait_for(3);
+}
+
+TEST(ExpertIo, LookaheadWaitsWhileDemandReadsAreInFlight) {
+    GateReader reader;
+    Completions done;
+    ExpertIo io(2, [&](const ReadJob& j, const RecordRead&, uint64_t) { done.add(j.offset); });
+    io.submit(job(reader, ReadPriority::Demand, 0.5F, 0));
+    reader.wait_started(1);
+    io.submit(job(reader, ReadPriority::Lookahead, 0.5F, 1));
+    // The second worker is free, but the lookahead read waits for the demand read.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_EQ(reader.order().size(), 1u);
+    EXPECT_EQ(io.n_queued(), 1u);
+    reader.open();
+    done.wait_for(2);
+    EXPECT_EQ(reader.order(), (std::vector<uint64_t>{0, 1}));
+}
+
+TEST(ExpertIo, LookaheadMayRunBesideDemandWhenAllowed) {
+    GateReader reader;
+    Completions done;
+    ExpertIo io(
+        2, [&](const ReadJob& j, const RecordRead&, uint64_t) { done.add(j.offset); }, false);
+    io.submit(job(reader, ReadPriority::Demand, 0.5F, 0));
+    reader.wait_started(1);
+    io.submit(job(reader, ReadPriority::Lookahead, 0.5F, 1));
+    reader.wait_started(2);
+    reader.open();
+    done.wait_for(2);
 }
 
 TEST(ExpertIo, DestructionDropsQueuedReads) {
