@@ -40,7 +40,8 @@ double default_half_life(const ExpertCacheOptions& options) {
 ExpertCache::ExpertCache(ExpertCacheOptions options)
     : options_(std::move(options)),
       tables_(kExpertBits.size()),
-      pool_(options_.n_slots, slot_bytes_for(options_)),
+      pool_(options_.n_slots, slot_bytes_for(options_),
+            options_.prefault_pool ? SlotPool::Pages::Prefault : SlotPool::Pages::Lazy),
       slots_(options_.n_slots),
       policy_(options_.policy, options_.n_slots,
               layout_of(options_, options_.resident_bits).n_records(), default_half_life(options_)) {
@@ -58,7 +59,8 @@ ExpertCache::ExpertCache(ExpertCacheOptions options)
         options_.n_io_threads,
         [this](const ReadJob& job, const RecordRead& read, uint64_t duration_ns) {
             on_read_complete(job, read, duration_ns);
-        });
+        },
+        options_.lookahead_after_demand);
 }
 
 ExpertCache::~ExpertCache() { io_.reset(); }
@@ -158,11 +160,18 @@ ExpertStats ExpertCache::stats() const {
 
 void ExpertCache::begin_step() {
     std::lock_guard lock(mutex_);
+    issue_staged_lookahead();
     ++stats_.steps;
+}
+
+void ExpertCache::end_step() {
+    std::lock_guard lock(mutex_);
+    issue_staged_lookahead();
 }
 
 void ExpertCache::wait_idle() {
     std::unique_lock lock(mutex_);
+    issue_staged_lookahead();
     landed_.wait(lock, [this] { return reads_pending_ == 0; });
 }
 
@@ -258,6 +267,7 @@ std::unique_ptr<ExpertBatch> ExpertCache::fetch(int64_t layer,
     // Declared before the lock: if fetch throws, the lock is released before the batch unpins.
     auto batch = std::make_unique<ExpertCacheBatch>(*this, layer, requests.size());
     std::unique_lock lock(mutex_);
+    ++live_batches_;  // the batch's destructor counts it out, also when fetch throws
     check_requests(requests);
     record_prediction(layer, requests);
     try {
@@ -280,6 +290,7 @@ std::unique_ptr<ExpertBatch> ExpertCache::fetch(int64_t layer,
         throw;
     }
     finish_fetch(requests, layer);
+    issue_staged_lookahead();
     return batch;
 }
 

@@ -47,7 +47,7 @@ class ExpertCache final : public ExpertSource {
                                        std::span<const ExpertRequest> requests) override;
     void predict(int64_t layer, std::span<const int32_t> experts) override;
     void begin_step() override;
-    void end_step() override {}
+    void end_step() override;
 
     // Copy of the counters.
     ExpertStats stats() const;
@@ -132,6 +132,8 @@ class ExpertCache final : public ExpertSource {
                     float weight);
     bool unpinned_reads_in_flight() const;
     void record_prediction(int64_t layer, std::span<const ExpertRequest> requests);
+    void issue_lookahead(int64_t layer);
+    void issue_staged_lookahead();
     void drop_stale_lookahead(int64_t layer);
 
     void on_read_complete(const ReadJob& job, const RecordRead& read, uint64_t duration_ns);
@@ -155,6 +157,8 @@ class ExpertCache final : public ExpertSource {
     ExpertStats stats_;
     uint64_t landed_seq_ = 0;
     uint64_t reads_pending_ = 0;  // queued or in flight
+    uint32_t live_batches_ = 0;
+    std::vector<int64_t> staged_layers_;  // predicted layers whose reads wait for the next fetch
 
     std::unique_ptr<ExpertIo> io_;  // last: stopped first
 };

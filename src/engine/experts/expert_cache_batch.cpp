@@ -15,6 +15,7 @@ ExpertCacheBatch::ExpertCacheBatch(ExpertCache& cache, int64_t layer, size_t n_r
 
 ExpertCacheBatch::~ExpertCacheBatch() {
     std::lock_guard lock(cache_.mutex_);
+    --cache_.live_batches_;
     for (const Item& item : residents_) cache_.unpin(item.slot);
     for (const Item& item : misses_) cache_.unpin(item.slot);
 }

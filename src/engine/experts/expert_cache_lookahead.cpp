@@ -1,6 +1,8 @@
 // ExpertCache's lookahead half: predict() records the predicted experts of a layer and starts
-// background reads for those not in the pool; fetch() scores the prediction and drops queued
-// lookahead reads its layer did not need.
+// background reads for those not in the pool, right away while a batch is live, else once the
+// next fetch has queued its own misses; fetch() scores the prediction and drops queued lookahead
+// reads its layer did not need.
+#include <algorithm>
 #include <string>
 
 #include "base/error.h"
@@ -29,7 +31,25 @@ void ExpertCache::predict(int64_t layer, std::span<const int32_t> experts) {
     for (const int32_t expert : lookahead.predicted) marks_[static_cast<size_t>(expert)] = 0;
     lookahead.has_prediction = true;
     if (!options_.lookahead) return;
+    // The seed: lookahead reads start after the current block's required misses. Called between
+    // routing a layer and fetching it, the reads wait for that fetch to queue its misses first.
+    if (live_batches_ > 0) {
+        issue_lookahead(layer);
+        return;
+    }
+    if (std::find(staged_layers_.begin(), staged_layers_.end(), layer) == staged_layers_.end()) {
+        staged_layers_.push_back(layer);
+    }
+}
 
+void ExpertCache::issue_staged_lookahead() {
+    for (const int64_t layer : staged_layers_) issue_lookahead(layer);
+    staged_layers_.clear();
+}
+
+void ExpertCache::issue_lookahead(int64_t layer) {
+    LayerLookahead& lookahead = lookahead_[static_cast<size_t>(layer)];
+    if (!lookahead.has_prediction) return;  // its fetch came first and consumed it
     for (size_t index = 0; index < lookahead.predicted.size(); ++index) {
         const int32_t expert = lookahead.predicted[index];
         if (find_slot(layer, expert) >= 0) continue;

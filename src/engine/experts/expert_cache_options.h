@@ -34,10 +34,15 @@ struct ExpertCacheOptions {
     int n_io_threads = 4;  // reads in flight
     DirectIo direct_io = DirectIo::Auto;
     bool lookahead = true;  // issue background reads for predict(); accuracy is recorded anyway
+    // Start lookahead reads only while no demand read is queued or in flight (expert_io.h).
+    bool lookahead_after_demand = true;
     // Experts with max_weight below this whose reads have not landed when every other expert of
     // the batch has been delivered are skipped (their reads finish in the background). 0: off.
     // Makes output depend on IO timing.
     float cut_weak = 0.0F;
+    // Touch every pool page at load (slot_pool.h). Off only for pools that will never be filled
+    // (benchmarks with a reader that does not write).
+    bool prefault_pool = true;
     RecordReaderFactory open_reader;  // empty: open_file_record_reader
 };
 

@@ -1,6 +1,7 @@
 // Host memory for the expert pool: n_slots slots of slot_bytes each, every slot 4096-aligned so
 // records can be read into it with O_DIRECT and used in place. One anonymous mapping, allocated
-// once at load; pages are committed as reads fill them.
+// once at load and advised for transparent huge pages; prefaulted at load by default, so no read
+// during decode pays for first-touch page faults (lazy pools commit pages as reads fill them).
 #pragma once
 
 #include <cstddef>
@@ -11,8 +12,10 @@ namespace cherenkov::engine {
 
 class SlotPool {
    public:
+    enum class Pages { Prefault, Lazy };
+
     // slot_bytes must be a multiple of 4096. Throws ResourceExhausted when the mapping fails.
-    SlotPool(uint64_t n_slots, uint64_t slot_bytes);
+    SlotPool(uint64_t n_slots, uint64_t slot_bytes, Pages pages = Pages::Prefault);
     ~SlotPool();
     SlotPool(const SlotPool&) = delete;
     SlotPool& operator=(const SlotPool&) = delete;

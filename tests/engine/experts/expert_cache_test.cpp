@@ -178,14 +178,14 @@ TEST_F(ExpertCacheTest, DeliversResidentsFirstThenMissesAsTheirReadsLand) {
     EXPECT_TRUE(batch->cut_requests().empty());
 }
 
-TEST_F(ExpertCacheTest, DemandReadsGoBeforeLookaheadReads) {
+TEST_F(ExpertCacheTest, LookaheadReadsStartAfterTheNextFetchsMisses) {
     ExpertCacheOptions opts = options(16);
     opts.n_io_threads = 1;
     opts.lookahead = true;
     ExpertCache cache(std::move(opts));
     control_.hold = true;
+    // Routing layer 0 predicts layer 1; layer 0's misses are read first, strongest first.
     cache.predict(1, std::vector<int32_t>{5, 6, 7});
-    control_.wait_for_waiting(1);  // lookahead read of 5 holds the only worker
     std::unique_ptr<ExpertBatch> batch =
         cache.fetch(0, std::vector<ExpertRequest>{{1, 0.2F}, {2, 0.9F}});
     control_.release_all();
@@ -197,8 +197,8 @@ TEST_F(ExpertCacheTest, DemandReadsGoBeforeLookaheadReads) {
     cache.wait_idle();
     const auto& layout = q4_.layout;
     EXPECT_EQ(control_.started_offsets(),
-              (std::vector<uint64_t>{layout.record_offset(1, 5), layout.record_offset(0, 2),
-                                     layout.record_offset(0, 1), layout.record_offset(1, 6),
+              (std::vector<uint64_t>{layout.record_offset(0, 2), layout.record_offset(0, 1),
+                                     layout.record_offset(1, 5), layout.record_offset(1, 6),
                                      layout.record_offset(1, 7)}));
 }
 
@@ -235,11 +235,17 @@ TEST_F(ExpertCacheTest, QueuedLookaheadIsDroppedWhenItsLayerDoesNotNeedIt) {
     opts.lookahead = true;
     ExpertCache cache(std::move(opts));
     control_.hold = true;
-    cache.predict(2, std::vector<int32_t>{0, 1, 2});
-    control_.wait_for_waiting(1);  // 0 is reading; 1 and 2 are queued
-    std::unique_ptr<ExpertBatch> batch = cache.fetch(2, requests({1, 7}));
+    const std::vector<ExpertRequest> first = requests({3});
+    std::unique_ptr<ExpertBatch> batch = cache.fetch(0, first);
+    cache.predict(2, std::vector<int32_t>{0, 1, 2});  // a batch is live: queued at once
+    control_.release(q4_.layout.record_offset(0, 3));
+    drain(cache, *batch, 0, first);
+    batch.reset();
+    control_.wait_for_waiting(1);  // the lookahead read of 0 is reading; 1 and 2 are queued
+    const std::vector<ExpertRequest> second = requests({1, 7});
+    batch = cache.fetch(2, second);
     control_.release_all();
-    drain(cache, *batch, 2, requests({1, 7}));
+    drain(cache, *batch, 2, second);
     batch.reset();
     cache.wait_idle();
     const ExpertStats stats = cache.stats();
