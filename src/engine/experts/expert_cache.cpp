@@ -23,9 +23,8 @@ uint64_t slot_bytes_for(const ExpertCacheOptions& options) {
 const store::ExpertLayout& layout_of(const ExpertCacheOptions& options, int bits) {
     const auto found = options.tables.find(bits);
     if (found == options.tables.end()) {
-        throw_invalid("expert cache: no Q" + std::to_string(bits) +
-                      " expert table given (experts" + (bits == 4 ? "" : std::to_string(bits)) +
-                      ".bin)");
+        throw_invalid("expert cache: no Q" + std::to_string(bits) + " expert table given (experts" +
+                      (bits == 4 ? "" : std::to_string(bits)) + ".bin)");
     }
     return found->second.layout;
 }
@@ -44,7 +43,8 @@ ExpertCache::ExpertCache(ExpertCacheOptions options)
             options_.prefault_pool ? SlotPool::Pages::Prefault : SlotPool::Pages::Lazy),
       slots_(options_.n_slots),
       policy_(options_.policy, options_.n_slots,
-              layout_of(options_, options_.resident_bits).n_records(), default_half_life(options_)) {
+              layout_of(options_, options_.resident_bits).n_records(),
+              default_half_life(options_)) {
     if (options_.miss_bits == 0) options_.miss_bits = options_.resident_bits;
     validate_and_open();
     const store::ExpertLayout& resident = tables_[static_cast<size_t>(resident_table_)].layout;
@@ -63,7 +63,9 @@ ExpertCache::ExpertCache(ExpertCacheOptions options)
         options_.lookahead_after_demand);
 }
 
-ExpertCache::~ExpertCache() { io_.reset(); }
+ExpertCache::~ExpertCache() {
+    io_.reset();
+}
 
 void ExpertCache::validate_and_open() {
     if (options_.n_slots == 0) throw_invalid("expert cache needs at least one slot");
@@ -345,9 +347,8 @@ std::optional<uint32_t> ExpertCache::take_slot(bool demand, int64_t protected_la
 }
 
 bool ExpertCache::unpinned_reads_in_flight() const {
-    return std::any_of(slots_.begin(), slots_.end(), [](const Slot& s) {
-        return s.state == SlotState::Loading && s.pins == 0;
-    });
+    return std::any_of(slots_.begin(), slots_.end(),
+                       [](const Slot& s) { return s.state == SlotState::Loading && s.pins == 0; });
 }
 
 void ExpertCache::start_read(uint32_t slot, int table_index, int64_t layer, int32_t expert,

@@ -34,7 +34,7 @@ namespace cherenkov::engine {
 class ExpertCacheBatch;
 
 class ExpertCache final : public ExpertSource {
-   public:
+public:
     // Opens the tables (file sizes must match their layouts), maps the pool and starts the IO
     // workers. Throws InvalidInput for inconsistent options, NotFound/Corrupt for tables.
     explicit ExpertCache(ExpertCacheOptions options);
@@ -63,7 +63,7 @@ class ExpertCache final : public ExpertSource {
     // True when the resident table's reads bypass the page cache.
     bool direct_io() const;
 
-   private:
+private:
     friend class ExpertCacheBatch;
 
     enum class SlotState : uint8_t { Free, Loading, Ready, Failed };
@@ -73,12 +73,12 @@ class ExpertCache final : public ExpertSource {
         int table = -1;  // precision_index of the record's table
         int32_t layer = -1;
         int32_t expert = -1;
-        uint32_t pins = 0;          // live batches using the slot
-        bool speculative = false;   // filled by lookahead, not yet claimed by a fetch
+        uint32_t pins = 0;         // live batches using the slot
+        bool speculative = false;  // filled by lookahead, not yet claimed by a fetch
         bool read_as_lookahead = false;
-        uint64_t job_id = 0;        // while Loading
-        uint64_t landed_seq = 0;    // order in which reads completed
-        std::string error;          // Failed: what went wrong, naming the record
+        uint64_t job_id = 0;      // while Loading
+        uint64_t landed_seq = 0;  // order in which reads completed
+        std::string error;        // Failed: what went wrong, naming the record
     };
 
     struct Table {
@@ -146,7 +146,7 @@ class ExpertCache final : public ExpertSource {
     std::vector<Table> tables_;  // [3], by precision_index
     SlotPool pool_;
 
-    mutable std::mutex mutex_;  // guards everything below
+    mutable std::mutex mutex_;        // guards everything below
     std::condition_variable landed_;  // a read completed (or failed)
     std::vector<Slot> slots_;
     std::vector<uint32_t> free_slots_;

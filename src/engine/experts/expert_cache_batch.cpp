@@ -23,10 +23,10 @@ ExpertCacheBatch::~ExpertCacheBatch() {
 void ExpertCacheBatch::add(size_t request_index, uint32_t slot, float weight, bool resident) {
     const Item item{.request_index = request_index, .slot = slot, .weight = weight, .done = false};
     (resident ? residents_ : misses_).push_back(item);
-    placements_[request_index] = ExpertResidency{
-        .slot = static_cast<int32_t>(slot),
-        .bits = cache_.tables_[static_cast<size_t>(cache_.slots_[slot].table)].bits,
-        .resident = resident};
+    placements_[request_index] =
+        ExpertResidency{.slot = static_cast<int32_t>(slot),
+                        .bits = cache_.tables_[static_cast<size_t>(cache_.slots_[slot].table)].bits,
+                        .resident = resident};
 }
 
 ExpertResidency ExpertCacheBatch::placement(size_t request_index) const {

@@ -17,7 +17,7 @@ namespace cherenkov::engine {
 class ExpertCache;
 
 class ExpertCacheBatch final : public ExpertBatch {
-   public:
+public:
     ExpertCacheBatch(ExpertCache& cache, int64_t layer, size_t n_requests);
     // Unpins the slots (a failed slot returns to the free list once no batch holds it).
     ~ExpertCacheBatch() override;
@@ -34,7 +34,7 @@ class ExpertCacheBatch final : public ExpertBatch {
     // Called by ExpertCache::fetch with the cache lock held; the slot is already pinned.
     void add(size_t request_index, uint32_t slot, float weight, bool resident);
 
-   private:
+private:
     struct Item {
         size_t request_index = 0;
         uint32_t slot = 0;

@@ -36,7 +36,7 @@ struct ReadJob {
 };
 
 class ExpertIo {
-   public:
+public:
     // Called on an IO thread after each read, with no ExpertIo lock held. Must not throw.
     using OnComplete =
         std::function<void(const ReadJob& job, const RecordRead& read, uint64_t duration_ns)>;
@@ -58,7 +58,7 @@ class ExpertIo {
     int n_threads() const { return static_cast<int>(workers_.size()); }
     size_t n_queued() const;
 
-   private:
+private:
     struct QueueKey {
         ReadPriority priority;
         float negative_weight;

@@ -35,8 +35,8 @@ BuiltExpertSource make_expert_source(ExpertSourceOptions options) {
     built.budget = resolve_pool_budget(options.pool, requirements, options.memory);
     log_info("experts", built.budget.description);
     if (built.budget.n_slots == 0) {
-        built.source = std::make_unique<DirectExpertReader>(resident->second.path,
-                                                            resident->second.layout);
+        built.source =
+            std::make_unique<DirectExpertReader>(resident->second.path, resident->second.layout);
         return built;
     }
     cache.n_slots = built.budget.n_slots;
@@ -57,8 +57,8 @@ ExpertTables find_expert_tables(const std::string& store_dir, std::span<const in
         }
         const std::string manifest = (dir / store::lowbit_manifest_name(wanted)).string();
         if (!std::filesystem::exists(manifest)) {
-            throw_not_found(store_dir + ": no Q" + std::to_string(wanted) +
-                            " expert table (" + store::lowbit_manifest_name(wanted) +
+            throw_not_found(store_dir + ": no Q" + std::to_string(wanted) + " expert table (" +
+                            store::lowbit_manifest_name(wanted) +
                             "); build it with `cherenkov prepare --experts " +
                             std::to_string(wanted) + "`");
         }

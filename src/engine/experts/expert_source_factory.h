@@ -16,9 +16,9 @@ namespace cherenkov::engine {
 struct ExpertSourceOptions {
     // Tables, precisions, policy, IO, lookahead, cut_weak. cache.n_slots is set from `pool`.
     ExpertCacheOptions cache;
-    PoolSetting pool;      // parse_pool_setting(--pool-gb); default adaptive
-    int64_t max_rows = 1;  // rows per step: the token plus drafts
-    int64_t top_k = 1;     // experts per row
+    PoolSetting pool;            // parse_pool_setting(--pool-gb); default adaptive
+    int64_t max_rows = 1;        // rows per step: the token plus drafts
+    int64_t top_k = 1;           // experts per row
     uint64_t fixed_bytes = 0;    // buffers allocated outside the pool (adaptive sizing)
     uint64_t reserve_bytes = 0;  // scratch allowance left outside the pool (adaptive sizing)
     uint64_t min_headroom_bytes = 6'000'000'000;

@@ -8,13 +8,17 @@ namespace cherenkov::engine {
 namespace {
 
 double ratio(uint64_t numerator, uint64_t denominator) {
-    return denominator == 0 ? 0.0 : static_cast<double>(numerator) / static_cast<double>(denominator);
+    return denominator == 0 ? 0.0
+                            : static_cast<double>(numerator) / static_cast<double>(denominator);
 }
 
 nlohmann::json read_json(const ReadCounters& reads) {
-    return {{"requested_bytes", reads.requested_bytes}, {"completed_bytes", reads.completed_bytes},
-            {"reads_ok", reads.reads_ok},               {"reads_failed", reads.reads_failed},
-            {"read_ns_sum", reads.read_ns_sum},         {"read_ns_max", reads.read_ns_max}};
+    return {{"requested_bytes", reads.requested_bytes},
+            {"completed_bytes", reads.completed_bytes},
+            {"reads_ok", reads.reads_ok},
+            {"reads_failed", reads.reads_failed},
+            {"read_ns_sum", reads.read_ns_sum},
+            {"read_ns_max", reads.read_ns_max}};
 }
 
 nlohmann::json expert_json(const ExpertCounters& counters) {
@@ -30,12 +34,10 @@ nlohmann::json layer_json(const LayerCounters& layer) {
     nlohmann::json out = expert_json(layer.experts);
     out["batches"] = layer.batches;
     out["prefetches_dropped"] = layer.prefetches_dropped;
-    out["prediction"] = {{"fetches", layer.prediction.fetches},
-                         {"predicted", layer.prediction.predicted},
-                         {"actual", layer.prediction.actual},
-                         {"correct", layer.prediction.correct},
-                         {"recall", layer.prediction.recall()},
-                         {"precision", layer.prediction.precision()}};
+    out["prediction"] = {
+        {"fetches", layer.prediction.fetches}, {"predicted", layer.prediction.predicted},
+        {"actual", layer.prediction.actual},   {"correct", layer.prediction.correct},
+        {"recall", layer.prediction.recall()}, {"precision", layer.prediction.precision()}};
     nlohmann::json quant = nlohmann::json::array();
     for (size_t index = 0; index < kExpertBits.size(); ++index) {
         const PrecisionCounters& counters = layer.quant[index];
@@ -89,8 +91,12 @@ void PrecisionCounters::add(const PrecisionCounters& other) {
     cut_batches += other.cut_batches;
 }
 
-double PredictionCounters::recall() const { return ratio(correct, actual); }
-double PredictionCounters::precision() const { return ratio(correct, predicted); }
+double PredictionCounters::recall() const {
+    return ratio(correct, actual);
+}
+double PredictionCounters::precision() const {
+    return ratio(correct, predicted);
+}
 
 void PredictionCounters::add(const PredictionCounters& other) {
     fetches += other.fetches;

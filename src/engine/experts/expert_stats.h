@@ -6,9 +6,8 @@
 
 #include <array>
 #include <cstdint>
-#include <vector>
-
 #include <nlohmann/json.hpp>
+#include <vector>
 
 namespace cherenkov::engine {
 
@@ -39,8 +38,8 @@ struct ExpertCounters {
 };
 
 struct PrecisionCounters {
-    ReadCounters demand;    // reads for fetch misses
-    ReadCounters prefetch;  // lookahead reads
+    ReadCounters demand;                // reads for fetch misses
+    ReadCounters prefetch;              // lookahead reads
     uint64_t selected_experts = 0;      // selections served at this precision
     uint64_t eligible_weak_misses = 0;  // misses below the cut_weak threshold
     uint64_t cut_experts = 0;
@@ -73,7 +72,7 @@ struct ExpertStats {
     int64_t n_layers = 0;
     int64_t n_experts = 0;
     uint64_t steps = 0;
-    std::vector<LayerCounters> layers;   // [n_layers]
+    std::vector<LayerCounters> layers;    // [n_layers]
     std::vector<ExpertCounters> experts;  // [n_layers · n_experts], record order
 
     ExpertStats() = default;

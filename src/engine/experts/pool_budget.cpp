@@ -70,10 +70,10 @@ uint64_t read_mem_available(const std::string& path) {
         std::istringstream fields(line.substr(13));
         uint64_t kib = 0;
         std::string unit;
-        if (!(fields >> kib >> unit) || unit != "kB") {
-            throw_corrupt(path + ": malformed MemAvailable line '" + line + "'");
-        }
-        return kib * 1024;
+        if (fields >> kib >> unit && unit == "kB") return kib * 1024;
+        std::string message = path;
+        message.append(": malformed MemAvailable line '").append(line).append("'");
+        throw_corrupt(message);
     }
     throw_corrupt(path + ": no MemAvailable line");
 }
@@ -155,9 +155,9 @@ PoolSetting parse_pool_setting(std::string_view text) {
     const std::string value = trim(text);
     if (value == "adaptive") return {};
     if (value == "max") return PoolSetting{.mode = PoolMode::Max, .bytes = 0};
-    const bool plain_decimal =
-        !value.empty() && value.find_first_not_of("0123456789.") == std::string::npos &&
-        std::count(value.begin(), value.end(), '.') <= 1 && value != ".";
+    const bool plain_decimal = !value.empty() &&
+                               value.find_first_not_of("0123456789.") == std::string::npos &&
+                               std::count(value.begin(), value.end(), '.') <= 1 && value != ".";
     double gb = 0.0;
     if (plain_decimal) {
         const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), gb);
@@ -198,8 +198,7 @@ PoolBudget resolve_pool_budget(const PoolSetting& setting, const PoolRequirement
     switch (setting.mode) {
         case PoolMode::Explicit: return resolve_explicit(setting, requirements);
         case PoolMode::Max:
-            return make_budget(PoolMode::Max, requirements.n_table_records,
-                               requirements.slot_bytes,
+            return make_budget(PoolMode::Max, requirements.n_table_records, requirements.slot_bytes,
                                "max pool: every record of the table, " +
                                    gb_text(requirements.n_table_records * requirements.slot_bytes));
         case PoolMode::Adaptive: return resolve_adaptive(requirements, sources);

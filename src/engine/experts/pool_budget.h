@@ -36,7 +36,7 @@ struct MemorySources {
 };
 
 struct AvailableMemory {
-    uint64_t mem_available_bytes = 0;           // /proc/meminfo MemAvailable
+    uint64_t mem_available_bytes = 0;            // /proc/meminfo MemAvailable
     std::optional<uint64_t> cgroup_limit_bytes;  // v2 memory.max or v1 limit_in_bytes, if limited
     uint64_t cgroup_usage_bytes = 0;             // memory.current / usage_in_bytes (0 if absent)
 

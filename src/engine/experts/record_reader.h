@@ -29,7 +29,7 @@ struct RecordRead {
 };
 
 class RecordReader {
-   public:
+public:
     virtual ~RecordReader() = default;
     // Reads out.size() bytes at `offset`, retrying interrupted and partial reads. Never throws;
     // safe to call from several threads at once.
@@ -41,7 +41,7 @@ class RecordReader {
 };
 
 class FileRecordReader final : public RecordReader {
-   public:
+public:
     // Opens `path` buffered, and a second descriptor with O_DIRECT unless `mode` is Off or the file
     // system refuses it. Throws NotFound / Io naming the path.
     FileRecordReader(const std::string& path, DirectIo mode);
@@ -51,7 +51,7 @@ class FileRecordReader final : public RecordReader {
     const std::string& path() const override { return path_; }
     bool direct() const override { return direct_enabled_.load(std::memory_order_relaxed); }
 
-   private:
+private:
     std::string path_;
     UniqueFd buffered_fd_;
     UniqueFd direct_fd_;  // invalid when O_DIRECT is off or unsupported

@@ -26,7 +26,7 @@ ReplacementKind parse_replacement_kind(std::string_view text);
 std::string_view replacement_kind_name(ReplacementKind kind);
 
 class ReplacementPolicy {
-   public:
+public:
     // n_keys: records in the table (layer · n_experts + expert). half_life_selections: how many
     // selections (over all records) halve the weight of an older selection.
     ReplacementPolicy(ReplacementKind kind, uint64_t n_slots, uint64_t n_keys,
@@ -61,7 +61,7 @@ class ReplacementPolicy {
         return frequency_.empty() ? 0.0 : frequency_[key] / increment_;
     }
 
-   private:
+private:
     struct Entry {
         uint8_t tier = 0;    // 0: stale prefetch, 1: ordinary, 2: pending prefetch
         double score = 0.0;  // Frequency: the key's aged count; Lru: 0

@@ -14,7 +14,7 @@ namespace {
 
 // splitmix64: a tiny generator whose output is the same on every platform.
 class Random {
-   public:
+public:
     explicit Random(uint64_t seed) : state_(seed) {}
     uint64_t next() {
         uint64_t z = (state_ += 0x9E3779B97F4A7C15ULL);
@@ -25,7 +25,7 @@ class Random {
     double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
     uint64_t below(uint64_t n) { return next() % n; }
 
-   private:
+private:
     uint64_t state_;
 };
 
@@ -56,8 +56,9 @@ std::vector<ExpertRequest> TraceLayerStep::union_requests() const {
     std::vector<ExpertRequest> requests;
     for (const std::vector<RoutedExpert>& row : rows) {
         for (const RoutedExpert& choice : row) {
-            auto found = std::find_if(requests.begin(), requests.end(),
-                                      [&](const ExpertRequest& r) { return r.expert == choice.expert; });
+            auto found =
+                std::find_if(requests.begin(), requests.end(),
+                             [&](const ExpertRequest& r) { return r.expert == choice.expert; });
             if (found == requests.end()) {
                 requests.push_back(ExpertRequest{choice.expert, choice.weight});
             } else {
@@ -83,8 +84,7 @@ RoutingTrace parse_routing_trace(std::istream& in, const std::string& source_nam
         if (!(fields >> step >> layer >> row) || step < 0 || layer < 0 || row < 0) {
             bad_line(source_name, line_number, "expected 'step layer row expert:weight ...'");
         }
-        const bool new_group = trace.layer_steps.empty() ||
-                               trace.layer_steps.back().step != step ||
+        const bool new_group = trace.layer_steps.empty() || trace.layer_steps.back().step != step ||
                                trace.layer_steps.back().layer != layer;
         if (new_group) trace.layer_steps.push_back(TraceLayerStep{step, layer, {}});
         TraceLayerStep& group = trace.layer_steps.back();

@@ -32,8 +32,8 @@ struct TraceLayerStep {
 };
 
 struct RoutingTrace {
-    int64_t n_layers = 0;   // 1 + the largest layer seen (or as generated)
-    int64_t n_experts = 0;  // 1 + the largest expert seen (or as generated)
+    int64_t n_layers = 0;                     // 1 + the largest layer seen (or as generated)
+    int64_t n_experts = 0;                    // 1 + the largest expert seen (or as generated)
     std::vector<TraceLayerStep> layer_steps;  // step-major, then layer
 };
 

@@ -11,7 +11,7 @@
 namespace cherenkov::engine {
 
 class SlotPool {
-   public:
+public:
     enum class Pages { Prefault, Lazy };
 
     // slot_bytes must be a multiple of 4096. Throws ResourceExhausted when the mapping fails.
@@ -28,7 +28,7 @@ class SlotPool {
         return {slot(index), n_bytes};
     }
 
-   private:
+private:
     uint64_t n_slots_ = 0;
     uint64_t slot_bytes_ = 0;
     std::byte* base_ = nullptr;

@@ -66,8 +66,8 @@ ReplayResult replay_trace(ExpertSource& source, const RoutingTrace& trace,
             source.begin_step();
             current_step = group.step;
         }
-        const bool has_next = index + 1 < trace.layer_steps.size() &&
-                              trace.layer_steps[index + 1].step == group.step;
+        const bool has_next =
+            index + 1 < trace.layer_steps.size() && trace.layer_steps[index + 1].step == group.step;
         if (options.prediction_accuracy >= 0.0 && has_next) {
             const TraceLayerStep& next = trace.layer_steps[index + 1];
             const std::vector<int32_t> predicted =

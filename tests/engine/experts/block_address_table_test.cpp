@@ -18,8 +18,10 @@ TEST(BlockAddressTable, OrdersResidentFirstThenByMaxWeightWithPerRowWeights) {
     residency[kA] = {.slot = 10, .bits = 4, .resident = true};
     residency[kB] = {.slot = 11, .bits = 2, .resident = false};  // missing: read in flight
     residency[kC] = {.slot = 12, .bits = 4, .resident = true};
-    const std::vector<RoutedExpert> routes{{kA, 0.3F}, {kB, 0.7F},   // token
-                                           {kB, 0.6F}, {kC, 0.4F}};  // draft
+    const std::vector<RoutedExpert> routes{{kA, 0.3F},
+                                           {kB, 0.7F},  // token
+                                           {kB, 0.6F},
+                                           {kC, 0.4F}};  // draft
     const BlockAddressTable table = build_block_address_table(5, routes, 2, residency);
     EXPECT_EQ(table.layer, 5);
     EXPECT_EQ(table.n_rows, 2);

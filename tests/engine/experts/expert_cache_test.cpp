@@ -29,7 +29,7 @@ struct Delivered {
 };
 
 class ExpertCacheTest : public ::testing::Test {
-   protected:
+protected:
     ExpertCacheOptions options(uint64_t n_slots) {
         ExpertCacheOptions result;
         result.tables[4] = q4_;
@@ -356,7 +356,8 @@ TEST_F(ExpertCacheTest, RejectsInconsistentPrecisionOptions) {
     upward.miss_bits = 4;
     EXPECT_THROW(ExpertCache cache(std::move(upward)), Error);
     ExpertCacheOptions wrong_size = options(4);
-    wrong_size.tables[4].layout = store::make_expert_layout(64, 64, 4, 64, kLayers + 1, 0, kExperts);
+    wrong_size.tables[4].layout =
+        store::make_expert_layout(64, 64, 4, 64, kLayers + 1, 0, kExperts);
     try {
         ExpertCache cache(std::move(wrong_size));
         FAIL();

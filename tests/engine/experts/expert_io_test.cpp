@@ -14,7 +14,7 @@ namespace {
 // A reader whose first read blocks until the test opens the gate, so the queue fills up behind
 // it; records the offsets it reads in order.
 class GateReader final : public RecordReader {
-   public:
+public:
     RecordRead read(std::span<std::byte> out, uint64_t offset) override {
         std::unique_lock lock(mutex_);
         order_.push_back(offset);
@@ -43,7 +43,7 @@ class GateReader final : public RecordReader {
         return order_;
     }
 
-   private:
+private:
     std::mutex mutex_;
     std::condition_variable changed_;
     bool open_ = false;

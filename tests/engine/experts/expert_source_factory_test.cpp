@@ -130,15 +130,15 @@ TEST(ExpertSourceFactory, CacheDeliversThePackedStoreBytes) {
                 ExpertWeights expected;
                 ASSERT_TRUE(direct->next(&direct_index, &expected));
                 const uint64_t n_bytes = tables.at(weights.bits).layout.record_bytes;
-                EXPECT_EQ(std::memcmp(testing::record_of(weights), testing::record_of(expected),
-                                      n_bytes),
-                          0)
+                EXPECT_EQ(
+                    std::memcmp(testing::record_of(weights), testing::record_of(expected), n_bytes),
+                    0)
                     << "layer " << layer << " expert " << wanted[index].expert;
                 EXPECT_EQ(weights.gate.rows, expected.gate.rows);
-                EXPECT_EQ(weights.down.scales - reinterpret_cast<const uint16_t*>(
-                                                    testing::record_of(weights)),
-                          expected.down.scales - reinterpret_cast<const uint16_t*>(
-                                                     testing::record_of(expected)));
+                EXPECT_EQ(weights.down.scales -
+                              reinterpret_cast<const uint16_t*>(testing::record_of(weights)),
+                          expected.down.scales -
+                              reinterpret_cast<const uint16_t*>(testing::record_of(expected)));
             }
         }
     }

@@ -71,12 +71,12 @@ inline bool record_matches(const std::byte* record, const store::ExpertLayout& l
 struct ReaderControl {
     std::mutex mutex;
     std::condition_variable changed;
-    bool hold = false;                 // reads wait while true unless their offset is released
-    std::set<uint64_t> released;       // offsets allowed through while holding
-    std::map<uint64_t, int> errors;    // offset → errno to fail with
+    bool hold = false;               // reads wait while true unless their offset is released
+    std::set<uint64_t> released;     // offsets allowed through while holding
+    std::map<uint64_t, int> errors;  // offset → errno to fail with
     std::map<uint64_t, uint64_t> short_reads;  // offset → bytes to return
-    std::vector<uint64_t> started;     // offsets in the order reads started
-    int waiting = 0;                   // reads blocked by hold
+    std::vector<uint64_t> started;             // offsets in the order reads started
+    int waiting = 0;                           // reads blocked by hold
 
     void release(uint64_t offset) {
         {
@@ -104,7 +104,7 @@ struct ReaderControl {
 };
 
 class TestReader final : public RecordReader {
-   public:
+public:
     TestReader(const std::string& path, DirectIo mode, ReaderControl& control)
         : inner_(path, mode), control_(control) {}
 
@@ -114,9 +114,8 @@ class TestReader final : public RecordReader {
             control_.started.push_back(offset);
             ++control_.waiting;
             control_.changed.notify_all();
-            control_.changed.wait(lock, [&] {
-                return !control_.hold || control_.released.count(offset) != 0;
-            });
+            control_.changed.wait(
+                lock, [&] { return !control_.hold || control_.released.count(offset) != 0; });
             --control_.waiting;
             if (const auto error = control_.errors.find(offset); error != control_.errors.end()) {
                 return RecordRead{0, error->second};
@@ -133,7 +132,7 @@ class TestReader final : public RecordReader {
     const std::string& path() const override { return inner_.path(); }
     bool direct() const override { return inner_.direct(); }
 
-   private:
+private:
     FileRecordReader inner_;
     ReaderControl& control_;
 };

@@ -31,8 +31,8 @@ std::string meminfo_with_available_kib(uint64_t kib) {
 PoolRequirements fn_requirements() {
     PoolRequirements req;
     req.slot_bytes = kRecord;
-    req.n_table_records = 41 * 512;
-    req.step_records = 4 * 10;  // token + 3 drafts, top-10
+    req.n_table_records = 41u * 512;
+    req.step_records = 4u * 10;  // token + 3 drafts, top-10
     return req;
 }
 
@@ -94,8 +94,7 @@ TEST(PoolBudget, ExplicitAndMaxNeverExceedTheTable) {
     req.n_table_records = 30;  // a tiny table smaller than one step's union fits entirely
     EXPECT_EQ(resolve_pool_budget(parse_pool_setting("100"), req).n_slots, 30u);
     EXPECT_EQ(resolve_pool_budget(parse_pool_setting("max"), req).n_slots, 30u);
-    EXPECT_EQ(resolve_pool_budget(parse_pool_setting("max"), fn_requirements()).n_slots,
-              41u * 512);
+    EXPECT_EQ(resolve_pool_budget(parse_pool_setting("max"), fn_requirements()).n_slots, 41u * 512);
 }
 
 TEST(PoolBudget, AdaptiveUsesMemAvailableMinusHeadroomAndFixedBuffers) {
@@ -123,8 +122,7 @@ TEST(PoolBudget, AdaptiveRespectsCgroupV2Limit) {
     EXPECT_EQ(memory.usable_bytes(), 14'000'000'000u);
     PoolRequirements req = fn_requirements();
     req.min_headroom_bytes = 2'000'000'000;
-    EXPECT_EQ(resolve_pool_budget({}, req, fake_sources(dir)).n_slots,
-              12'000'000'000u / kRecord);
+    EXPECT_EQ(resolve_pool_budget({}, req, fake_sources(dir)).n_slots, 12'000'000'000u / kRecord);
 }
 
 TEST(PoolBudget, CgroupV2MaxAndV1UnlimitedMeanNoLimit) {

@@ -76,7 +76,8 @@ TEST(RoutingTrace, SyntheticTraceIsDeterministicAndWellFormed) {
             for (const RoutedExpert& choice : group.rows[row]) {
                 distinct.insert(choice.expert);
                 sum += choice.weight;
-                EXPECT_EQ(choice.expert, b.layer_steps[index].rows[row][distinct.size() - 1].expert);
+                EXPECT_EQ(choice.expert,
+                          b.layer_steps[index].rows[row][distinct.size() - 1].expert);
             }
             EXPECT_EQ(distinct.size(), 4u);
             EXPECT_NEAR(sum, 1.0F, 1e-5F);
