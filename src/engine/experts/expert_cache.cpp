@@ -283,6 +283,10 @@ std::unique_ptr<ExpertBatch> ExpertCache::fetch(int64_t layer,
             ++stats_.layer(layer).experts.selections;
             if (!serve_found(*batch, layer, index, request)) pending_misses_.push_back(index);
         }
+        // Strongest first: an idle worker starts the first read before the rest are queued.
+        std::stable_sort(pending_misses_.begin(), pending_misses_.end(), [&](size_t a, size_t b) {
+            return requests[a].max_weight > requests[b].max_weight;
+        });
         for (const size_t index : pending_misses_) {
             serve_miss(*batch, lock, layer, index, requests[index]);
         }
