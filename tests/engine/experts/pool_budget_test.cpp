@@ -31,8 +31,8 @@ std::string meminfo_with_available_kib(uint64_t kib) {
 PoolRequirements fn_requirements() {
     PoolRequirements req;
     req.slot_bytes = kRecord;
-    req.n_table_records = 41u * 512;
-    req.step_records = 4u * 10;  // token + 3 drafts, top-10
+    req.n_table_records = uint64_t{41} * 512;
+    req.step_records = uint64_t{4} * 10;  // token + 3 drafts, top-10
     return req;
 }
 
