@@ -42,6 +42,10 @@ class ExpertBatch {
     // weights. Returns false once every expert has been delivered. Residents come first, then
     // misses in the order their reads complete. Throws on a read error.
     virtual bool next(size_t* request_index, ExpertWeights* weights) = 0;
+
+    // Request indices skipped by cut_weak (the expert cache's option); meaningful once next()
+    // has returned false. Their reads finish in the background. Empty for other sources.
+    virtual std::span<const size_t> cut_requests() const { return {}; }
 };
 
 class ExpertSource {

@@ -1,0 +1,72 @@
+#include "engine/experts/expert_source_factory.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "base/error.h"
+#include "base/file.h"
+#include "base/log.h"
+#include "engine/experts/direct_expert_reader.h"
+#include "engine/experts/expert_cache.h"
+#include "store/manifest/store_manifest.h"
+
+namespace cherenkov::engine {
+
+BuiltExpertSource make_expert_source(ExpertSourceOptions options) {
+    ExpertCacheOptions& cache = options.cache;
+    const int miss_bits = cache.miss_bits == 0 ? cache.resident_bits : cache.miss_bits;
+    const auto resident = cache.tables.find(cache.resident_bits);
+    if (resident == cache.tables.end()) {
+        throw_invalid("no Q" + std::to_string(cache.resident_bits) + " expert table given");
+    }
+    uint64_t slot_bytes = resident->second.layout.record_bytes;
+    if (const auto miss = cache.tables.find(miss_bits); miss != cache.tables.end()) {
+        slot_bytes = std::max(slot_bytes, miss->second.layout.record_bytes);
+    }
+    PoolRequirements requirements;
+    requirements.slot_bytes = slot_bytes;
+    requirements.n_table_records = resident->second.layout.n_records();
+    requirements.step_records = static_cast<uint64_t>(std::max<int64_t>(options.max_rows, 1) *
+                                                      std::max<int64_t>(options.top_k, 1));
+    requirements.fixed_bytes = options.fixed_bytes;
+    requirements.reserve_bytes = options.reserve_bytes;
+    requirements.min_headroom_bytes = options.min_headroom_bytes;
+    BuiltExpertSource built;
+    built.budget = resolve_pool_budget(options.pool, requirements, options.memory);
+    log_info("experts", built.budget.description);
+    if (built.budget.n_slots == 0) {
+        built.source =
+            std::make_unique<DirectExpertReader>(resident->second.path, resident->second.layout);
+        return built;
+    }
+    cache.n_slots = built.budget.n_slots;
+    built.source = std::make_unique<ExpertCache>(std::move(cache));
+    return built;
+}
+
+ExpertTables find_expert_tables(const std::string& store_dir, std::span<const int> bits) {
+    const std::filesystem::path dir(store_dir);
+    ExpertTables tables;
+    for (const int wanted : bits) {
+        if (wanted == 4) {
+            const std::string manifest = (dir / "manifest.json").string();
+            const store::StoreManifest parsed =
+                store::parse_store_manifest(read_text_file(manifest), manifest);
+            tables[4] = ExpertTable{(dir / "experts.bin").string(), parsed.experts};
+            continue;
+        }
+        const std::string manifest = (dir / store::lowbit_manifest_name(wanted)).string();
+        if (!std::filesystem::exists(manifest)) {
+            throw_not_found(store_dir + ": no Q" + std::to_string(wanted) + " expert table (" +
+                            store::lowbit_manifest_name(wanted) +
+                            "); build it with `cherenkov prepare --experts " +
+                            std::to_string(wanted) + "`");
+        }
+        const store::LowBitManifest parsed =
+            store::parse_lowbit_manifest(read_text_file(manifest), manifest);
+        tables[wanted] = ExpertTable{(dir / parsed.experts_file).string(), parsed.experts};
+    }
+    return tables;
+}
+
+}  // namespace cherenkov::engine

@@ -1,0 +1,43 @@
+// Builds the ExpertSource the engine runs with: the bounded expert cache, or the DirectExpertReader
+// when the pool is 0. Resolves `--pool-gb` against the tables and available memory, and finds a
+// store's expert tables by precision.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+
+#include "engine/experts/expert_cache_options.h"
+#include "engine/experts/expert_source.h"
+#include "engine/experts/pool_budget.h"
+
+namespace cherenkov::engine {
+
+struct ExpertSourceOptions {
+    // Tables, precisions, policy, IO, lookahead, cut_weak. cache.n_slots is set from `pool`.
+    ExpertCacheOptions cache;
+    PoolSetting pool;            // parse_pool_setting(--pool-gb); default adaptive
+    int64_t max_rows = 1;        // rows per step: the token plus drafts
+    int64_t top_k = 1;           // experts per row
+    uint64_t fixed_bytes = 0;    // buffers allocated outside the pool (adaptive sizing)
+    uint64_t reserve_bytes = 0;  // scratch allowance left outside the pool (adaptive sizing)
+    uint64_t min_headroom_bytes = 6'000'000'000;
+    MemorySources memory;  // real /proc and cgroup files unless a test overrides them
+};
+
+struct BuiltExpertSource {
+    std::unique_ptr<ExpertSource> source;
+    PoolBudget budget;  // what the pool resolved to (n_slots 0: DirectExpertReader)
+};
+
+// Throws InvalidInput for an infeasible explicit pool (naming the smallest workable value),
+// ResourceExhausted when adaptive sizing cannot fit one layer-step, and whatever opening the
+// tables throws. A pool of 0 gives a DirectExpertReader over the resident table.
+BuiltExpertSource make_expert_source(ExpertSourceOptions options);
+
+// The expert tables of a store directory for the given precisions: experts.bin from manifest.json
+// for 4, experts{3,2}.bin from manifest{3,2}.json. Throws NotFound naming a missing table (build
+// it with `cherenkov prepare --experts 3,2`).
+ExpertTables find_expert_tables(const std::string& store_dir, std::span<const int> bits);
+
+}  // namespace cherenkov::engine

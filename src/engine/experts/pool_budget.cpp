@@ -1,0 +1,209 @@
+#include "engine/experts/pool_budget.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "base/error.h"
+
+namespace cherenkov::engine {
+namespace {
+
+// cgroup v1 reports "no limit" as a page-rounded 2^63 - 1; anything this large is unlimited.
+constexpr uint64_t kUnlimitedThreshold = uint64_t{1} << 60;
+constexpr double kBytesPerGb = 1e9;
+
+std::string trim(std::string_view text) {
+    const auto begin = text.find_first_not_of(" \t\r\n");
+    if (begin == std::string_view::npos) return {};
+    const auto end = text.find_last_not_of(" \t\r\n");
+    return std::string(text.substr(begin, end - begin + 1));
+}
+
+// The whole file as text, or nullopt when it cannot be opened (an absent cgroup file).
+std::optional<std::string> read_optional_file(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) return std::nullopt;
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+std::optional<uint64_t> parse_u64(std::string_view text) {
+    uint64_t value = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+    return value;
+}
+
+// A cgroup limit file: a byte count, or "max" (v2) / a huge number (v1) for no limit.
+std::optional<uint64_t> read_cgroup_limit(const std::string& path) {
+    const std::optional<std::string> text = read_optional_file(path);
+    if (!text) return std::nullopt;
+    const std::string value = trim(*text);
+    if (value == "max") return std::nullopt;
+    const std::optional<uint64_t> bytes = parse_u64(value);
+    if (!bytes) throw_corrupt(path + ": expected a byte count or 'max', found '" + value + "'");
+    if (*bytes >= kUnlimitedThreshold) return std::nullopt;
+    return bytes;
+}
+
+uint64_t read_cgroup_usage(const std::string& path) {
+    const std::optional<std::string> text = read_optional_file(path);
+    if (!text) return 0;
+    const std::string value = trim(*text);
+    const std::optional<uint64_t> bytes = parse_u64(value);
+    if (!bytes) throw_corrupt(path + ": expected a byte count, found '" + value + "'");
+    return *bytes;
+}
+
+uint64_t read_mem_available(const std::string& path) {
+    const std::optional<std::string> text = read_optional_file(path);
+    if (!text) throw_not_found("cannot read " + path + " (needed to size the expert pool)");
+    std::istringstream lines(*text);
+    std::string line;
+    while (std::getline(lines, line)) {
+        if (line.rfind("MemAvailable:", 0) != 0) continue;
+        std::istringstream fields(line.substr(13));
+        uint64_t kib = 0;
+        std::string unit;
+        if (fields >> kib >> unit && unit == "kB") return kib * 1024;
+        std::string message = path;
+        message.append(": malformed MemAvailable line '").append(line).append("'");
+        throw_corrupt(message);
+    }
+    throw_corrupt(path + ": no MemAvailable line");
+}
+
+std::string gb_text(uint64_t bytes) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.3f GB", static_cast<double>(bytes) / kBytesPerGb);
+    return text;
+}
+
+// Smallest `--pool-gb` value (rounded up to 1 MB) that holds `n_slots` slots.
+std::string min_setting_text(uint64_t n_slots, uint64_t slot_bytes) {
+    const double gb = std::ceil(static_cast<double>(n_slots * slot_bytes) / 1e6) / 1e3;
+    char text[32];
+    std::snprintf(text, sizeof text, "%.3f", gb);
+    return text;
+}
+
+PoolBudget make_budget(PoolMode mode, uint64_t n_slots, uint64_t slot_bytes,
+                       std::string description) {
+    PoolBudget budget;
+    budget.mode = mode;
+    budget.n_slots = n_slots;
+    budget.bytes = n_slots * slot_bytes;
+    budget.description = std::move(description);
+    return budget;
+}
+
+// One layer-step's union, at most the whole table (a tiny table fits entirely).
+uint64_t step_slots(const PoolRequirements& req) {
+    return std::min(req.step_records, req.n_table_records);
+}
+
+PoolBudget resolve_explicit(const PoolSetting& setting, const PoolRequirements& req) {
+    const uint64_t n_slots = std::min(setting.bytes / req.slot_bytes, req.n_table_records);
+    if (setting.bytes == 0) {
+        return make_budget(PoolMode::Explicit, 0, req.slot_bytes,
+                           "no expert pool (--pool-gb 0): every expert is read at fetch");
+    }
+    if (n_slots < step_slots(req)) {
+        throw_invalid("--pool-gb " + gb_text(setting.bytes) + " holds " + std::to_string(n_slots) +
+                      " expert records of " + std::to_string(req.slot_bytes) +
+                      " bytes, but one layer-step can select " + std::to_string(req.step_records) +
+                      ": use at least --pool-gb " +
+                      min_setting_text(step_slots(req), req.slot_bytes) +
+                      ", 'adaptive', or 0 for no cache");
+    }
+    return make_budget(PoolMode::Explicit, n_slots, req.slot_bytes,
+                       "explicit pool: " + std::to_string(n_slots) + " slots, " +
+                           gb_text(n_slots * req.slot_bytes));
+}
+
+PoolBudget resolve_adaptive(const PoolRequirements& req, const MemorySources& sources) {
+    const AvailableMemory memory = read_available_memory(sources);
+    const uint64_t usable = memory.usable_bytes();
+    const uint64_t outside = req.fixed_bytes + std::max(req.min_headroom_bytes, req.reserve_bytes);
+    const uint64_t pool_bytes = usable > outside ? usable - outside : 0;
+    uint64_t n_slots = std::min(pool_bytes / req.slot_bytes, req.n_table_records);
+    std::string description = "adaptive pool from " + gb_text(usable) + " usable memory (" +
+                              gb_text(outside) + " kept outside the pool)";
+    if (n_slots < step_slots(req)) {
+        const uint64_t step_bytes = step_slots(req) * req.slot_bytes;
+        if (usable < req.fixed_bytes + step_bytes) {
+            throw Error(ErrorKind::ResourceExhausted,
+                        "not enough memory for the expert pool: " + gb_text(usable) +
+                            " usable, fixed buffers need " + gb_text(req.fixed_bytes) +
+                            " and one layer-step's experts " + gb_text(step_bytes));
+        }
+        n_slots = step_slots(req);
+        description += ", raised to one layer-step's union";
+    }
+    description += ": " + std::to_string(n_slots) + " slots, " + gb_text(n_slots * req.slot_bytes);
+    return make_budget(PoolMode::Adaptive, n_slots, req.slot_bytes, std::move(description));
+}
+
+}  // namespace
+
+PoolSetting parse_pool_setting(std::string_view text) {
+    const std::string value = trim(text);
+    if (value == "adaptive") return {};
+    if (value == "max") return PoolSetting{.mode = PoolMode::Max, .bytes = 0};
+    const bool plain_decimal = !value.empty() &&
+                               value.find_first_not_of("0123456789.") == std::string::npos &&
+                               std::count(value.begin(), value.end(), '.') <= 1 && value != ".";
+    double gb = 0.0;
+    if (plain_decimal) {
+        const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), gb);
+        if (ec != std::errc() || end != value.data() + value.size()) gb = -1.0;
+    }
+    if (!plain_decimal || gb < 0.0 || gb > 1e6) {
+        throw_invalid("--pool-gb '" + std::string(text) +
+                      "': expected a decimal number of GB (for example 12 or 0.5), 'max' or "
+                      "'adaptive'");
+    }
+    return PoolSetting{.mode = PoolMode::Explicit,
+                       .bytes = static_cast<uint64_t>(std::llround(gb * kBytesPerGb))};
+}
+
+uint64_t AvailableMemory::usable_bytes() const {
+    if (!cgroup_limit_bytes) return mem_available_bytes;
+    const uint64_t headroom =
+        *cgroup_limit_bytes > cgroup_usage_bytes ? *cgroup_limit_bytes - cgroup_usage_bytes : 0;
+    return std::min(mem_available_bytes, headroom);
+}
+
+AvailableMemory read_available_memory(const MemorySources& sources) {
+    AvailableMemory memory;
+    memory.mem_available_bytes = read_mem_available(sources.meminfo_path);
+    if (read_optional_file(sources.cgroup_v2_max_path)) {
+        memory.cgroup_limit_bytes = read_cgroup_limit(sources.cgroup_v2_max_path);
+        memory.cgroup_usage_bytes = read_cgroup_usage(sources.cgroup_v2_current_path);
+        return memory;
+    }
+    memory.cgroup_limit_bytes = read_cgroup_limit(sources.cgroup_v1_limit_path);
+    memory.cgroup_usage_bytes = read_cgroup_usage(sources.cgroup_v1_usage_path);
+    return memory;
+}
+
+PoolBudget resolve_pool_budget(const PoolSetting& setting, const PoolRequirements& requirements,
+                               const MemorySources& sources) {
+    if (requirements.slot_bytes == 0) throw_internal("expert pool sizing needs a slot size");
+    switch (setting.mode) {
+        case PoolMode::Explicit: return resolve_explicit(setting, requirements);
+        case PoolMode::Max:
+            return make_budget(PoolMode::Max, requirements.n_table_records, requirements.slot_bytes,
+                               "max pool: every record of the table, " +
+                                   gb_text(requirements.n_table_records * requirements.slot_bytes));
+        case PoolMode::Adaptive: return resolve_adaptive(requirements, sources);
+    }
+    throw_internal("unknown pool mode");
+}
+
+}  // namespace cherenkov::engine

@@ -1,0 +1,77 @@
+// The expert pool's byte budget: `--pool-gb` parsing ("N" decimal GB, "max", "adaptive") and the
+// adaptive size from available memory (MemAvailable and the cgroup limit). Pure functions over
+// injectable file paths, so tests run against fake /proc and cgroup files.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace cherenkov::engine {
+
+enum class PoolMode {
+    Adaptive,  // from available memory (the default)
+    Max,       // every record of the table
+    Explicit,  // `--pool-gb N`; 0 means no cache (DirectExpertReader)
+};
+
+struct PoolSetting {
+    PoolMode mode = PoolMode::Adaptive;
+    uint64_t bytes = 0;  // Explicit only: N decimal GB in bytes
+};
+
+// Parses a `--pool-gb` value: "adaptive", "max", or a decimal number of GB (10^9 bytes, fractions
+// allowed: "0.5", "12", "1.25"). Throws InvalidInput naming the value otherwise.
+PoolSetting parse_pool_setting(std::string_view text);
+
+// Where memory facts come from. Defaults are the real files; tests point them at a temp dir.
+// A missing cgroup file means "no such limit".
+struct MemorySources {
+    std::string meminfo_path = "/proc/meminfo";
+    std::string cgroup_v2_max_path = "/sys/fs/cgroup/memory.max";
+    std::string cgroup_v2_current_path = "/sys/fs/cgroup/memory.current";
+    std::string cgroup_v1_limit_path = "/sys/fs/cgroup/memory/memory.limit_in_bytes";
+    std::string cgroup_v1_usage_path = "/sys/fs/cgroup/memory/memory.usage_in_bytes";
+};
+
+struct AvailableMemory {
+    uint64_t mem_available_bytes = 0;            // /proc/meminfo MemAvailable
+    std::optional<uint64_t> cgroup_limit_bytes;  // v2 memory.max or v1 limit_in_bytes, if limited
+    uint64_t cgroup_usage_bytes = 0;             // memory.current / usage_in_bytes (0 if absent)
+
+    // What this process may still allocate: MemAvailable, capped by the cgroup's headroom.
+    uint64_t usable_bytes() const;
+};
+
+// Reads MemAvailable (throws Corrupt naming the file when it is missing or malformed) and the
+// cgroup v2 limit, else the v1 limit. "max" and v1's near-2^63 "unlimited" mean no limit.
+AvailableMemory read_available_memory(const MemorySources& sources);
+
+struct PoolRequirements {
+    uint64_t slot_bytes = 0;       // one slot: the largest record of the tables in use
+    uint64_t n_table_records = 0;  // records in the table (layers · experts): `max`
+    uint64_t step_records = 0;     // one layer-step's union at most: rows · top-k
+    uint64_t fixed_bytes = 0;      // buffers still to be allocated outside the pool
+    uint64_t reserve_bytes = 0;    // the caller's scratch allowance (context, prefill chunk)
+    // Adaptive sizing leaves max(min_headroom_bytes, reserve_bytes) outside the pool (the seed's
+    // "larger of 6 GB or the scratch allowance").
+    uint64_t min_headroom_bytes = 6'000'000'000;
+};
+
+struct PoolBudget {
+    PoolMode mode = PoolMode::Adaptive;
+    uint64_t n_slots = 0;
+    uint64_t bytes = 0;       // n_slots · slot_bytes
+    std::string description;  // one line for logs: how the size was chosen
+};
+
+// Resolves the setting to a whole number of slots, never more than the table's records.
+// Explicit: N GB floored to slots; 0 gives 0 slots (no cache); a pool that cannot hold
+// step_records slots throws InvalidInput saying the smallest workable value. Max: every record.
+// Adaptive: usable memory minus fixed buffers minus the headroom; raised to one step's union
+// when memory allows it, else throws ResourceExhausted with the numbers.
+PoolBudget resolve_pool_budget(const PoolSetting& setting, const PoolRequirements& requirements,
+                               const MemorySources& sources = {});
+
+}  // namespace cherenkov::engine

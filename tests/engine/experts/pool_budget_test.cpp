@@ -1,0 +1,182 @@
+#include "engine/experts/pool_budget.h"
+
+#include <gtest/gtest.h>
+
+#include "base/error.h"
+#include "support/temp_dir.h"
+
+namespace cherenkov::engine {
+namespace {
+
+using cherenkov::testing::TempDir;
+
+constexpr uint64_t kRecord = 2'764'800;  // FN Q4 record
+
+// Fake /proc and cgroup files in a temp dir; absent files mean "no such limit".
+MemorySources fake_sources(const TempDir& dir) {
+    MemorySources sources;
+    sources.meminfo_path = dir.file("meminfo");
+    sources.cgroup_v2_max_path = dir.file("memory.max");
+    sources.cgroup_v2_current_path = dir.file("memory.current");
+    sources.cgroup_v1_limit_path = dir.file("memory.limit_in_bytes");
+    sources.cgroup_v1_usage_path = dir.file("memory.usage_in_bytes");
+    return sources;
+}
+
+std::string meminfo_with_available_kib(uint64_t kib) {
+    return "MemTotal:       32000000 kB\nMemFree:         1000000 kB\nMemAvailable:   " +
+           std::to_string(kib) + " kB\nBuffers:          100 kB\n";
+}
+
+PoolRequirements fn_requirements() {
+    PoolRequirements req;
+    req.slot_bytes = kRecord;
+    req.n_table_records = uint64_t{41} * 512;
+    req.step_records = uint64_t{4} * 10;  // token + 3 drafts, top-10
+    return req;
+}
+
+TEST(PoolSetting, ParsesDecimalGbMaxAndAdaptive) {
+    EXPECT_EQ(parse_pool_setting("adaptive").mode, PoolMode::Adaptive);
+    EXPECT_EQ(parse_pool_setting("max").mode, PoolMode::Max);
+    const PoolSetting twelve = parse_pool_setting("12");
+    EXPECT_EQ(twelve.mode, PoolMode::Explicit);
+    EXPECT_EQ(twelve.bytes, 12'000'000'000u);
+    EXPECT_EQ(parse_pool_setting("0.5").bytes, 500'000'000u);
+    EXPECT_EQ(parse_pool_setting("1.25").bytes, 1'250'000'000u);
+    EXPECT_EQ(parse_pool_setting(" 3 ").bytes, 3'000'000'000u);
+    EXPECT_EQ(parse_pool_setting("0").bytes, 0u);
+}
+
+TEST(PoolSetting, RejectsMalformedValuesNamingThem) {
+    for (const char* bad : {"", "-1", "abc", "1.2.3", "12GB", ".", "1e3", "nan", "Max"}) {
+        try {
+            parse_pool_setting(bad);
+            FAIL() << "accepted '" << bad << "'";
+        } catch (const Error& e) {
+            EXPECT_EQ(e.kind(), ErrorKind::InvalidInput);
+            EXPECT_NE(std::string(e.what()).find("--pool-gb '" + std::string(bad) + "'"),
+                      std::string::npos)
+                << e.what();
+        }
+    }
+}
+
+TEST(PoolBudget, ExplicitFloorsToWholeSlots) {
+    const PoolBudget budget = resolve_pool_budget(parse_pool_setting("1"), fn_requirements());
+    EXPECT_EQ(budget.mode, PoolMode::Explicit);
+    EXPECT_EQ(budget.n_slots, 1'000'000'000u / kRecord);  // 361
+    EXPECT_EQ(budget.bytes, budget.n_slots * kRecord);
+}
+
+TEST(PoolBudget, ExplicitZeroMeansNoCache) {
+    const PoolBudget budget = resolve_pool_budget(parse_pool_setting("0"), fn_requirements());
+    EXPECT_EQ(budget.n_slots, 0u);
+}
+
+TEST(PoolBudget, ExplicitPoolBelowOneStepFailsSayingTheMinimum) {
+    try {
+        resolve_pool_budget(parse_pool_setting("0.1"), fn_requirements());  // 36 slots < 40
+        FAIL();
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::InvalidInput);
+        const std::string message = e.what();
+        EXPECT_NE(message.find("holds 36 expert records"), std::string::npos) << message;
+        EXPECT_NE(message.find("can select 40"), std::string::npos) << message;
+        EXPECT_NE(message.find("--pool-gb 0.111"), std::string::npos) << message;
+    }
+    // Exactly one step's union is enough.
+    EXPECT_EQ(resolve_pool_budget(parse_pool_setting("0.111"), fn_requirements()).n_slots, 40u);
+}
+
+TEST(PoolBudget, ExplicitAndMaxNeverExceedTheTable) {
+    PoolRequirements req = fn_requirements();
+    req.n_table_records = 30;  // a tiny table smaller than one step's union fits entirely
+    EXPECT_EQ(resolve_pool_budget(parse_pool_setting("100"), req).n_slots, 30u);
+    EXPECT_EQ(resolve_pool_budget(parse_pool_setting("max"), req).n_slots, 30u);
+    EXPECT_EQ(resolve_pool_budget(parse_pool_setting("max"), fn_requirements()).n_slots, 41u * 512);
+}
+
+TEST(PoolBudget, AdaptiveUsesMemAvailableMinusHeadroomAndFixedBuffers) {
+    TempDir dir;
+    dir.write("meminfo", meminfo_with_available_kib(20'000'000));  // 20.48 GB
+    PoolRequirements req = fn_requirements();
+    req.fixed_bytes = 4'000'000'000;
+    req.reserve_bytes = 1'000'000'000;  // below the 6 GB floor: the floor applies
+    const PoolBudget budget = resolve_pool_budget({}, req, fake_sources(dir));
+    EXPECT_EQ(budget.mode, PoolMode::Adaptive);
+    EXPECT_EQ(budget.n_slots, (20'480'000'000u - 4'000'000'000u - 6'000'000'000u) / kRecord);
+
+    req.reserve_bytes = 8'000'000'000;  // a larger scratch allowance wins over the floor
+    EXPECT_EQ(resolve_pool_budget({}, req, fake_sources(dir)).n_slots,
+              (20'480'000'000u - 4'000'000'000u - 8'000'000'000u) / kRecord);
+}
+
+TEST(PoolBudget, AdaptiveRespectsCgroupV2Limit) {
+    TempDir dir;
+    dir.write("meminfo", meminfo_with_available_kib(60'000'000));
+    dir.write("memory.max", "16000000000\n");
+    dir.write("memory.current", "2000000000\n");
+    const AvailableMemory memory = read_available_memory(fake_sources(dir));
+    ASSERT_TRUE(memory.cgroup_limit_bytes.has_value());
+    EXPECT_EQ(memory.usable_bytes(), 14'000'000'000u);
+    PoolRequirements req = fn_requirements();
+    req.min_headroom_bytes = 2'000'000'000;
+    EXPECT_EQ(resolve_pool_budget({}, req, fake_sources(dir)).n_slots, 12'000'000'000u / kRecord);
+}
+
+TEST(PoolBudget, CgroupV2MaxAndV1UnlimitedMeanNoLimit) {
+    TempDir dir;
+    dir.write("meminfo", meminfo_with_available_kib(1'000'000));
+    dir.write("memory.max", "max\n");
+    EXPECT_FALSE(read_available_memory(fake_sources(dir)).cgroup_limit_bytes.has_value());
+
+    TempDir v1;
+    v1.write("meminfo", meminfo_with_available_kib(1'000'000));
+    v1.write("memory.limit_in_bytes", "9223372036854771712\n");
+    EXPECT_FALSE(read_available_memory(fake_sources(v1)).cgroup_limit_bytes.has_value());
+}
+
+TEST(PoolBudget, AdaptiveRespectsCgroupV1Limit) {
+    TempDir dir;
+    dir.write("meminfo", meminfo_with_available_kib(60'000'000));
+    dir.write("memory.limit_in_bytes", "10000000000\n");
+    dir.write("memory.usage_in_bytes", "1000000000\n");
+    EXPECT_EQ(read_available_memory(fake_sources(dir)).usable_bytes(), 9'000'000'000u);
+}
+
+TEST(PoolBudget, AdaptiveRaisesToOneStepWhenMemoryAllowsElseFails) {
+    TempDir dir;
+    dir.write("meminfo", meminfo_with_available_kib(4'000'000));  // 4.096 GB < 6 GB headroom
+    const PoolBudget raised = resolve_pool_budget({}, fn_requirements(), fake_sources(dir));
+    EXPECT_EQ(raised.n_slots, 40u);
+    EXPECT_NE(raised.description.find("raised to one layer-step"), std::string::npos);
+
+    dir.write("meminfo", meminfo_with_available_kib(50'000));  // 51 MB < 40 records
+    try {
+        resolve_pool_budget({}, fn_requirements(), fake_sources(dir));
+        FAIL();
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::ResourceExhausted);
+        EXPECT_NE(std::string(e.what()).find("not enough memory for the expert pool"),
+                  std::string::npos);
+    }
+}
+
+TEST(PoolBudget, MalformedMeminfoNamesTheFile) {
+    TempDir dir;
+    dir.write("meminfo", "MemTotal: 100 kB\n");
+    try {
+        read_available_memory(fake_sources(dir));
+        FAIL();
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::Corrupt);
+        EXPECT_NE(std::string(e.what()).find(dir.file("meminfo")), std::string::npos);
+    }
+    dir.write("meminfo", meminfo_with_available_kib(100));
+    dir.write("memory.max", "lots\n");
+    EXPECT_THROW(read_available_memory(fake_sources(dir)), Error);
+}
+
+}  // namespace
+}  // namespace cherenkov::engine
