@@ -31,7 +31,9 @@ int run_bench(const BenchOptions& options) {
     if (options.prompt_tokens < 1 || options.gen_tokens < 1 || options.repeat < 1) {
         throw_invalid("--prompt-tokens, --gen-tokens and --repeat must be positive");
     }
-    OpenedModel opened = load_model(options.model);
+    ModelOptions model_options = options.model;
+    model_options.max_rows = 1 + options.drafts;
+    OpenedModel opened = load_model(model_options);
     engine::LoadedModel* loaded = opened.loaded.get();
     const int64_t vocab = loaded->model().vocab_size();
     std::mt19937_64 rng(options.seed);
@@ -83,7 +85,9 @@ int run_bench(const BenchOptions& options) {
                              {"best_prefill_tokens_per_second", best_prefill},
                              {"best_decode_tokens_per_second", best_decode},
                              {"runs", runs},
-                             {"memory", loaded->memory_stats(nullptr)}};
+                             {"memory", loaded->memory_stats(nullptr)},
+                             {"expert_pool", loaded->pool_description()},
+                             {"experts", loaded->expert_stats()}};
     if (options.json) {
         std::cout << report.dump(2) << '\n';
         return 0;

@@ -61,7 +61,9 @@ void print_timings(const engine::GenerationStats& s, double load_seconds, bool f
 
 int run_generate(const RunOptions& options) {
     if (options.repeat < 1) throw_invalid("--repeat must be at least 1");
-    OpenedModel opened = load_model(options.model);
+    ModelOptions model_options = options.model;
+    model_options.max_rows = 1 + options.drafts;
+    OpenedModel opened = load_model(model_options);
     engine::LoadedModel* loaded = opened.loaded.get();
     const text::Tokenizer tokenizer = text::Tokenizer::load_directory(opened.store_dir());
     const std::vector<int32_t> prompt = prompt_tokens(options, opened.store_dir(), tokenizer);
@@ -91,6 +93,7 @@ int run_generate(const RunOptions& options) {
         std::cout << detokenizer.finish() << '\n' << std::flush;
         print_timings(stats, loaded->load_seconds(), i == 0);
         std::fprintf(stderr, "memory_stats %s\n", loaded->memory_stats(&generator.state()).dump().c_str());
+        if (i == 0) std::fprintf(stderr, "expert pool: %s\n", loaded->pool_description().c_str());
     }
     return 0;
 }

@@ -11,6 +11,16 @@ void add_model_options(CLI::App* app, ModelOptions& options) {
         ->check(CLI::IsMember({4, 3, 2}));
     app->add_option("--threads", options.threads, "CPU threads (default: every online CPU)")
         ->check(CLI::NonNegativeNumber);
+    app->add_option("--miss-experts", options.miss_experts,
+                    "Precision of unpredicted expert misses (mixed mode with Q4 residents): 4, 3 or 2")
+        ->check(CLI::IsMember({0, 4, 3, 2}));
+    app->add_option("--pool-gb", options.pool_gb,
+                    "Expert cache size: N decimal GB, max, or adaptive (default; from available memory); 0: no cache");
+    app->add_option("--cache-policy", options.cache_policy, "Expert replacement: lru (default) or frequency")
+        ->check(CLI::IsMember({"lru", "frequency"}));
+    app->add_option("--cut-weak", options.cut_weak,
+                    "Skip late weak experts below this routing weight (default 0: off; output becomes timing-dependent)");
+    app->add_option("--io-threads", options.io_threads, "Expert reads in flight (default 4)")->check(CLI::PositiveNumber);
 }
 
 OpenedModel load_model(const ModelOptions& options) {
@@ -20,6 +30,12 @@ OpenedModel load_model(const ModelOptions& options) {
     load.store_dir = opened.resolved.store_dir;
     load.expert_bits = options.experts;
     load.threads = options.threads;
+    load.miss_bits = options.miss_experts;
+    load.pool = options.pool_gb;
+    load.policy = options.cache_policy;
+    load.cut_weak = options.cut_weak;
+    load.io_threads = options.io_threads;
+    load.max_rows = options.max_rows;
     opened.loaded = engine::LoadedModel::load(load);
     return opened;
 }

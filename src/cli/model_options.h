@@ -14,11 +14,17 @@ namespace cherenkov::cli {
 struct ModelOptions {
     std::string model;  // any selector (docs/model-index.md) or a store directory
     int experts = 4;
+    int miss_experts = 0;
     int threads = 0;
-    std::string root;   // --root: the data root of the model index
+    std::string pool_gb = "adaptive";
+    std::string cache_policy = "lru";
+    float cut_weak = 0.0F;
+    int io_threads = 4;
+    std::string root;      // --root: the data root of the model index
+    int64_t max_rows = 3;  // set by the command: rows per decode step (1 + drafts)
 };
 
-// Adds the positional MODEL and --experts / --threads / --root to `app`.
+// Adds the positional MODEL and the precision, pool, thread and index flags to `app`.
 void add_model_options(CLI::App* app, ModelOptions& options);
 
 // A resolved, loaded model. The lease on the store lives as long as this object.

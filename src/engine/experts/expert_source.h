@@ -5,6 +5,7 @@
 // cache: every request is a read) and the bounded expert cache of the expert-streaming issue.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -63,6 +64,10 @@ class ExpertSource {
     // Lookahead hint: `layer` is predicted to use `experts` soon; a source may start background
     // reads. Never changes what fetch delivers.
     virtual void predict(int64_t /*layer*/, std::span<const int32_t> /*experts*/) {}
+
+    // The most experts one fetch may request (a bounded pool pins every expert of a live batch).
+    // Larger unions, as in prefill, are fetched in groups of at most this many.
+    virtual size_t max_batch_experts() const { return SIZE_MAX; }
 
     // Bracket one forward call (a token step: all layers, all rows), for per-step accounting.
     virtual void begin_step() {}

@@ -103,9 +103,9 @@ void moe_forward(const MoeWeights& weights, const MoeWeights* next, const float*
     const int64_t top = c.num_experts_per_tok;
     const Routing routing = route(weights, mix, n_rows, ctx, true);
     const std::vector<ExpertRequest> requests = union_of(routing);
-    std::unique_ptr<ExpertBatch> batch = ctx.experts->fetch(weights.table_layer, requests);
 
-    // Lookahead: the next layer's router on these rows predicts its experts.
+    // Lookahead: the next layer's router on these rows predicts its experts. Given before this
+    // layer's fetch, so the source can queue those reads behind this layer's misses.
     if (next != nullptr) {
         const Routing predicted = route(*next, mix, n_rows, ctx, false);
         std::vector<int32_t> experts;
@@ -113,44 +113,50 @@ void moe_forward(const MoeWeights& weights, const MoeWeights* next, const float*
         ctx.experts->predict(next->table_layer, experts);
     }
 
-    // Shared expert while routed records arrive.
+    // Shared expert first (no IO).
     std::vector<float> shared(static_cast<size_t>(n_rows * h));
     swiglu(weights.shared_gate, weights.shared_up, weights.shared_down, mix, n_rows, shared.data(), ctx.pool);
     ctx.record("moe.shared_out", shared.data(), n_rows * h);
     std::vector<float> shared_gate(static_cast<size_t>(n_rows));
     weights.shared_expert_gate.apply(mix, n_rows, shared_gate.data(), ctx.pool);
 
-    // Per (row, slot) expert outputs, summed afterwards in a fixed order.
+    // Routed experts, in groups the source can pin at once; each expert is computed on the rows
+    // that chose it as soon as its record is ready. Outputs are kept per (row, slot) and summed
+    // afterwards in a fixed order.
     std::vector<float> outputs(static_cast<size_t>(n_rows * top * h), 0.0F);
     std::vector<char> delivered(static_cast<size_t>(n_rows * top), 0);
     std::vector<float> rows_in;
     std::vector<float> rows_out;
     std::vector<int64_t> slots;
-    size_t index = 0;
-    ExpertWeights expert;
-    while (batch->next(&index, &expert)) {
-        const int32_t id = requests[index].expert;
-        slots.clear();
-        for (int64_t i = 0; i < n_rows * top; ++i) {
-            if (routing.experts[static_cast<size_t>(i)] == id) slots.push_back(i);
-        }
-        const auto n = static_cast<int64_t>(slots.size());
-        rows_in.resize(static_cast<size_t>(n * h));
-        for (int64_t i = 0; i < n; ++i) {
-            const float* src = mix + (slots[static_cast<size_t>(i)] / top) * h;
-            std::copy(src, src + h, rows_in.begin() + i * h);
-        }
-        rows_out.resize(static_cast<size_t>(n * h));
-        swiglu(as_linear(expert.gate), as_linear(expert.up), as_linear(expert.down), rows_in.data(), n,
-               rows_out.data(), ctx.pool);
-        for (int64_t i = 0; i < n; ++i) {
-            const int64_t slot = slots[static_cast<size_t>(i)];
-            std::copy(rows_out.begin() + i * h, rows_out.begin() + (i + 1) * h,
-                      outputs.begin() + slot * h);
-            delivered[static_cast<size_t>(slot)] = 1;
+    const size_t group = std::max<size_t>(ctx.experts->max_batch_experts(), 1);
+    for (size_t first = 0; first < requests.size(); first += group) {
+        const std::span<const ExpertRequest> part =
+            std::span(requests).subspan(first, std::min(group, requests.size() - first));
+        std::unique_ptr<ExpertBatch> batch = ctx.experts->fetch(weights.table_layer, part);
+        size_t index = 0;
+        ExpertWeights expert;
+        while (batch->next(&index, &expert)) {
+            const int32_t id = part[index].expert;
+            slots.clear();
+            for (int64_t i = 0; i < n_rows * top; ++i) {
+                if (routing.experts[static_cast<size_t>(i)] == id) slots.push_back(i);
+            }
+            const auto n = static_cast<int64_t>(slots.size());
+            rows_in.resize(static_cast<size_t>(n * h));
+            for (int64_t i = 0; i < n; ++i) {
+                const float* src = mix + (slots[static_cast<size_t>(i)] / top) * h;
+                std::copy(src, src + h, rows_in.begin() + i * h);
+            }
+            rows_out.resize(static_cast<size_t>(n * h));
+            swiglu(as_linear(expert.gate), as_linear(expert.up), as_linear(expert.down), rows_in.data(), n,
+                   rows_out.data(), ctx.pool);
+            for (int64_t i = 0; i < n; ++i) {
+                const int64_t slot = slots[static_cast<size_t>(i)];
+                std::copy(rows_out.begin() + i * h, rows_out.begin() + (i + 1) * h, outputs.begin() + slot * h);
+                delivered[static_cast<size_t>(slot)] = 1;
+            }
         }
     }
-    batch.reset();
 
     // routed = Σ w_e · y_e in increasing expert index (the reference's order).
     std::vector<float> routed(static_cast<size_t>(n_rows * h), 0.0F);

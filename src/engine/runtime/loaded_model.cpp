@@ -8,6 +8,8 @@
 #include "base/error.h"
 #include "base/file.h"
 #include "engine/experts/direct_expert_reader.h"
+#include "engine/experts/expert_cache.h"
+#include "engine/experts/expert_source_factory.h"
 #include "store/manifest/store_manifest.h"
 #include "store/store_check.h"
 
@@ -47,19 +49,23 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
     std::unique_ptr<LoadedModel> loaded(new LoadedModel());
     loaded->weights_ = load_model_weights(options.store_dir);
     loaded->expert_bits_ = options.expert_bits;
-    if (options.expert_bits == 4) {
-        loaded->experts_ = std::make_unique<DirectExpertReader>(options.store_dir + "/" + std::string(store::kExpertsName),
-                                                                loaded->weights_->manifest.experts);
-    } else {
-        const std::string manifest_path = options.store_dir + "/" + store::lowbit_manifest_name(options.expert_bits);
-        if (!fs::exists(manifest_path)) {
-            throw_not_found(options.store_dir + " has no " + std::to_string(options.expert_bits) +
-                            "-bit expert table; build it with: cherenkov prepare SOURCE --output " +
-                            options.store_dir + " --experts " + std::to_string(options.expert_bits));
-        }
-        const store::LowBitManifest lowbit = store::parse_lowbit_manifest(read_text_file(manifest_path), manifest_path);
-        loaded->experts_ = std::make_unique<DirectExpertReader>(options.store_dir + "/" + lowbit.experts_file, lowbit.experts);
-    }
+    std::vector<int> bits = {options.expert_bits};
+    if (options.miss_bits != 0 && options.miss_bits != options.expert_bits) bits.push_back(options.miss_bits);
+    ExpertSourceOptions source;
+    source.cache.tables = find_expert_tables(options.store_dir, bits);
+    source.cache.resident_bits = options.expert_bits;
+    source.cache.miss_bits = options.miss_bits;
+    source.cache.policy = parse_replacement_kind(options.policy);
+    source.cache.cut_weak = options.cut_weak;
+    source.cache.n_io_threads = options.io_threads;
+    source.pool = parse_pool_setting(options.pool);
+    source.max_rows = std::max<int64_t>(options.max_rows, 1);
+    source.top_k = loaded->weights_->config.num_experts_per_tok;
+    source.fixed_bytes = loaded->weights_->resident_bytes();
+    BuiltExpertSource built = make_expert_source(std::move(source));
+    loaded->experts_ = std::move(built.source);
+    loaded->pool_bytes_ = built.budget.bytes;
+    loaded->pool_description_ = built.budget.description;
     loaded->pool_ = std::make_unique<ThreadPool>(options.threads);
     loaded->model_ = std::make_unique<Model>(*loaded->weights_, *loaded->experts_, *loaded->pool_);
     loaded->load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -68,7 +74,18 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
 
 uint64_t LoadedModel::expert_bytes_read() const {
     if (const auto* direct = dynamic_cast<const DirectExpertReader*>(experts_.get())) return direct->bytes_read();
+    if (const auto* cache = dynamic_cast<const ExpertCache*>(experts_.get())) {
+        const LayerCounters total = cache->stats().total();
+        uint64_t bytes = 0;
+        for (const PrecisionCounters& q : total.quant) bytes += q.demand.completed_bytes + q.prefetch.completed_bytes;
+        return bytes;
+    }
     return 0;
+}
+
+nlohmann::json LoadedModel::expert_stats() const {
+    if (const auto* cache = dynamic_cast<const ExpertCache*>(experts_.get())) return to_json(cache->stats());
+    return nullptr;
 }
 
 nlohmann::json LoadedModel::memory_stats(const SequenceState* state) const {
@@ -80,7 +97,10 @@ nlohmann::json LoadedModel::memory_stats(const SequenceState* state) const {
     stats["state_bytes"] = state != nullptr ? state->bytes() : 0;
     stats["expert_bits"] = expert_bits_;
     stats["expert_record_bytes"] = experts_->layout().record_bytes;
-    stats["expert_pool_bytes"] = 0;
+    stats["expert_pool_bytes"] = pool_bytes_;
+    if (const auto* cache = dynamic_cast<const ExpertCache*>(experts_.get())) {
+        stats["expert_hit_rate"] = cache->stats().hit_rate();
+    }
     stats["experts_read_bytes"] = expert_bytes_read();
     return stats;
 }

@@ -17,7 +17,13 @@ namespace cherenkov::engine {
 struct LoadOptions {
     std::string store_dir;
     int expert_bits = 4;  // 4, 3 or 2: which expert table serves routed experts
+    int miss_bits = 0;    // --miss-experts: precision of unpredicted misses (0: expert_bits)
     int threads = 0;      // 0: every online CPU
+    std::string pool = "adaptive";  // --pool-gb: N (decimal GB), max, adaptive; 0: no cache
+    std::string policy = "lru";     // --cache-policy: lru or frequency
+    float cut_weak = 0.0F;          // --cut-weak
+    int io_threads = 4;
+    int64_t max_rows = 3;           // rows per decode step (token + drafts): the pool's minimum
 };
 
 class LoadedModel {
@@ -34,8 +40,12 @@ class LoadedModel {
     double load_seconds() const { return load_seconds_; }
     int expert_bits() const { return expert_bits_; }
 
-    // Bytes read from expert tables so far (0 when the source does not count).
+    // Bytes read from expert tables so far.
     uint64_t expert_bytes_read() const;
+    // The expert cache's counters as JSON (null without a cache).
+    nlohmann::json expert_stats() const;
+    // One line for logs: how the pool was sized.
+    const std::string& pool_description() const { return pool_description_; }
 
     // The memory_stats object: process RSS and peak, resident weights, mapped n-gram bytes,
     // sequence state, expert reads.
@@ -50,6 +60,8 @@ class LoadedModel {
     std::unique_ptr<Model> model_;
     double load_seconds_ = 0.0;
     int expert_bits_ = 4;
+    uint64_t pool_bytes_ = 0;
+    std::string pool_description_;
 };
 
 }  // namespace cherenkov::engine

@@ -46,7 +46,7 @@ def test_greedy_text_is_the_same_for_every_draft_count(run_cli, stores):
 def test_low_bit_experts_run_and_missing_tables_are_named(run_cli, stores):
     run_cli(stores["c"], "hi", "--experts", "2", "--max-tokens", "4")
     result = run_cli(stores["c"], "hi", "--experts", "3", "--max-tokens", "4", check=False)
-    assert result.returncode == 1 and "3-bit expert table" in result.stderr
+    assert result.returncode == 1 and "no Q3 expert table" in result.stderr
 
 
 def test_logits_match_the_reference(run_cli, stores):
@@ -68,10 +68,17 @@ def test_perplexity_reports_json(run_cli, stores, tmp_path):
 
 
 def test_bench_reports_throughput(run_cli, stores):
+    # Without a cache every decode step reads its experts.
     report = json.loads(run_cli("bench", stores["a"], "--prompt-tokens", "16", "--gen-tokens", "8", "--repeat", "1",
-                                "--json").stdout)
+                                "--pool-gb", "0", "--json").stdout)
     assert report["best_prefill_tokens_per_second"] > 0 and report["best_decode_tokens_per_second"] > 0
     assert report["runs"][0]["decode_expert_bytes_per_token"] > 0
+    assert report["experts"] is None
+    # With the default (adaptive) pool the cache reports its counters.
+    report = json.loads(run_cli("bench", stores["a"], "--prompt-tokens", "16", "--gen-tokens", "8", "--repeat", "2",
+                                "--json").stdout)
+    assert report["experts"]["totals"]["selections"] > 0
+    assert report["memory"]["expert_hit_rate"] > 0.5
 
 
 @pytest.mark.parametrize("args,message", [
