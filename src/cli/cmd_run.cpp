@@ -2,6 +2,7 @@
 // through the store's chat template unless --raw; text streams to stdout; load, prefill and
 // decode timings, MTP acceptance and a memory_stats JSON line go to stderr.
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -28,6 +29,7 @@ struct RunOptions {
     int repeat = 1;
     bool raw = false;
     int64_t max_ctx = 4096;
+    std::string trace_routing;
 };
 
 std::vector<int32_t> prompt_tokens(const RunOptions& options, const std::string& store_dir,
@@ -81,6 +83,13 @@ int run_generate(const RunOptions& options) {
                       std::to_string(options.max_ctx) + " allows");
     }
 
+    std::ofstream trace;
+    if (!options.trace_routing.empty()) {
+        trace.open(options.trace_routing);
+        if (!trace) throw_io("cannot write " + options.trace_routing);
+        trace << "# step layer row expert:weight ...  (" << opened.store_dir() << ")\n";
+        loaded->model().set_routing_trace(&trace);
+    }
     for (int i = 0; i < options.repeat; ++i) {
         engine::Generator generator(loaded->model(), generation);
         text::StreamingDetokenizer detokenizer(tokenizer, true);
@@ -118,6 +127,8 @@ Command register_run(CLI::App& parent) {
     app->add_flag("--no-eos", options->no_eos, "Do not stop at EOS");
     app->add_option("--repeat", options->repeat, "Generate N times with the loaded weights (fresh state)");
     app->add_flag("--raw", options->raw, "Use the prompt as raw text, without the chat template");
+    app->add_option("--trace-routing", options->trace_routing,
+                    "Write every step's expert routing to FILE (routing-trace text format)");
     app->add_option("--max-ctx", options->max_ctx, "Context limit in tokens (default 4096)")->check(CLI::PositiveNumber);
     return {app, [options]() { return run_generate(*options); }};
 }

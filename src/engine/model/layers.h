@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <ostream>
 #include <span>
 #include <string>
 #include <vector>
@@ -29,6 +30,9 @@ struct LayerContext {
     // Verification: after each row, GDN/PLE states are copied into (*snapshots)[row].
     std::vector<RowSnapshot>* snapshots = nullptr;
     int64_t layer_index = 0;  // index into RowSnapshot vectors
+    // Routing trace (engine/experts/routing_trace.h format), or null; `trace_step` numbers calls.
+    std::ostream* routing_trace = nullptr;
+    int64_t trace_step = 0;
 
     float eps() const { return static_cast<float>(config->rms_norm_eps); }
     void record(const char* name, const float* data, int64_t n) const {

@@ -96,7 +96,7 @@ ForwardResult Model::forward(SequenceState& state, std::span<const int32_t> toke
 
     experts_.begin_step();
     LayerContext ctx{&c, &pool_, &experts_, &rope_, options.trace, "",
-                     options.snapshot_rows ? &state.row_snapshots : nullptr, 0};
+                     options.snapshot_rows ? &state.row_snapshots : nullptr, 0, routing_trace_, trace_step_++};
     for (size_t l = 0; l < weights_.layers.size(); ++l) {
         ctx.layer_index = static_cast<int64_t>(l);
         if (options.trace != nullptr) ctx.trace_prefix = "layers." + std::to_string(l) + ".";
@@ -195,7 +195,7 @@ MtpResult Model::mtp_rows(SequenceState& state, const float* residuals, std::spa
     const int64_t width = c.hc_width();
     const auto n_rows = static_cast<int64_t>(tokens.size());
     const size_t layer_index = static_cast<size_t>(step) % mtp.layers.size();
-    LayerContext ctx{&c, &pool_, &experts_, &rope_, trace, "mtp.", nullptr, 0};
+    LayerContext ctx{&c, &pool_, &experts_, &rope_, trace, "mtp.", nullptr, 0, routing_trace_, trace_step_++};
 
     // ê, fe, ĥ and U = fc_hidden(ĥ_s) + fe per stream (§6.3).
     std::vector<float> e_hat(static_cast<size_t>(n_rows * h));

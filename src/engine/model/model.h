@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <ostream>
 #include <span>
 #include <vector>
 
@@ -49,6 +50,10 @@ class Model {
 
     SequenceState new_sequence(int64_t max_ctx) const;
 
+    // Writes every call's routing to `out` (null: off) in the routing-trace text format, one
+    // step per forward or MTP call, for replaying the expert cache on real routing.
+    void set_routing_trace(std::ostream* out) { routing_trace_ = out; }
+
     // Runs the trunk on `tokens` at positions [state.position, +T). Throws InvalidInput for a
     // token id outside [0, V) before touching the state.
     ForwardResult forward(SequenceState& state, std::span<const int32_t> tokens,
@@ -78,6 +83,8 @@ class Model {
     ExpertSource& experts_;
     ThreadPool& pool_;
     Rope rope_;
+    std::ostream* routing_trace_ = nullptr;
+    int64_t trace_step_ = 0;
 };
 
 }  // namespace cherenkov::engine

@@ -103,6 +103,16 @@ void moe_forward(const MoeWeights& weights, const MoeWeights* next, const float*
     const int64_t top = c.num_experts_per_tok;
     const Routing routing = route(weights, mix, n_rows, ctx, true);
     const std::vector<ExpertRequest> requests = union_of(routing);
+    if (ctx.routing_trace != nullptr) {
+        for (int64_t t = 0; t < n_rows; ++t) {
+            *ctx.routing_trace << ctx.trace_step << ' ' << weights.table_layer << ' ' << t;
+            for (int64_t i = 0; i < top; ++i) {
+                const size_t at = static_cast<size_t>(t * top + i);
+                *ctx.routing_trace << ' ' << routing.experts[at] << ':' << routing.weights[at];
+            }
+            *ctx.routing_trace << '\n';
+        }
+    }
 
     // Lookahead: the next layer's router on these rows predicts its experts. Given before this
     // layer's fetch, so the source can queue those reads behind this layer's misses.
