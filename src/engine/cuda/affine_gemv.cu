@@ -2,9 +2,10 @@
 //   * a "piece" is 32 consecutive columns of one weight row: exactly `Bits` 32-bit words of codes
 //     (4·Bits bytes, loaded as 16-byte vectors where the width allows) and one group's scale and
 //     bias (groups are 32, 64 or 128 columns, so a piece never straddles two groups);
-//   * a sub-warp of L lanes (L = 32, 16, 8 or 4, picked from cols so few lanes idle) owns kRowsPerLane
-//     weight rows and walks their pieces with stride L; each lane loads a piece's x values once
-//     and uses them for all of its rows, which keeps L1 traffic for x near the weight bytes;
+//   * a sub-warp of L lanes (L = 32, 16, 8 or 4, see lanes_for) owns kRowsPerLane weight rows and
+//     walks their pieces with stride L, keeping kStages pieces of loads in flight; each lane reads
+//     a piece's x values once and uses them for all of its rows;
+//   * x [R, cols] is first copied into shared memory (swizzled, see SharedX) when it fits;
 //   * per piece, Σ q·x and Σ x are summed in float32, then total += scale·Σqx + bias·Σx (MLX's
 //     qdot identity: one multiply per weight row and input row, the bias costs nothing per weight);
 //   * the L lanes' totals are combined by an xor butterfly, so each output's order depends only on
@@ -12,6 +13,9 @@
 // Codes become floats without integer conversions (I2F issues at a quarter of the FMA rate): a
 // code at bits p..p+Bits−1 of a word (p + Bits ≤ 23) is OR-ed under the exponent of 2^23, which
 // reads as 2^23 + q·2^p exactly, and one FMA by 2^−p minus 2^(23−p) leaves q exactly.
+// Measured on an H200 (bench/gemv_cuda_bench.cu, CUDA graph replays): [10240, 2560] Q4 at 1 row
+// reads 1.19 TB/s (12.4 µs), Q8 1.89 TB/s; time hardly depends on the bit width, so the kernel is
+// bound per weight (instruction issue or latency), not by bytes: see issue 9 for what is next.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -39,14 +43,14 @@ struct GemvParams {
     const uint16_t* scales;
     const uint16_t* biases;
     const ExpertAddress* table;
-    int rows;              // output rows of one matrix
-    int n_pieces;          // cols / 32
-    int group_shift;       // log2(group_size / 32)
-    int lanes;             // lanes per sub-warp (L)
-    const float* x;        // [n_rows, x_stride] (GateUp: shared; Down: + e·x_expert_stride)
+    int rows;         // output rows of one matrix
+    int n_pieces;     // cols / 32
+    int group_shift;  // log2(group_size / 32)
+    int lanes;        // lanes per sub-warp (L)
+    const float* x;   // [n_rows, x_stride] (GateUp: shared; Down: + e·x_expert_stride)
     size_t x_stride;
     size_t x_expert_stride;
-    float* y;              // [n_rows, y_stride] (+ e·y_expert_stride)
+    float* y;  // [n_rows, y_stride] (+ e·y_expert_stride)
     size_t y_stride;
     size_t y_expert_stride;
 };
@@ -108,8 +112,30 @@ __device__ __forceinline__ float code_at(const uint32_t (&w)[Bits], int i) {
         p = bit - start;
     }
     const float f = __uint_as_float(0x4B000000U | (window & (kMask << p)));  // 2^23 + q·2^p
-    return fmaf(f, exp2_int(-p), -exp2_int(23 - p));                        // q
+    return fmaf(f, exp2_int(-p), -exp2_int(23 - p));                         // q
 }
+
+// Where a lane reads x: float4 f (0..7) of piece `piece` of input row t.
+// GlobalX reads device memory: a warp's 32 lanes touch 32 different 128-byte lines per load (one
+// piece each), which made the first version L1-bound (1 TB/s at Q4, nearly the same at Q2 and Q8).
+struct GlobalX {
+    const float* x;
+    size_t stride;
+    __device__ __forceinline__ float4 at(int t, int piece, int f) const {
+        return reinterpret_cast<const float4*>(x + t * stride +
+                                               static_cast<size_t>(piece) * kPieceCols)[f];
+    }
+};
+
+// SharedX reads the block's copy of x in shared memory, float4 f of piece p stored at slot
+// f ^ (p & 7): the 8 lanes of each 128-bit access phase hit 8 different bank quads.
+struct SharedX {
+    const float4* xs;
+    int row_f4;  // float4 per input row: n_pieces · 8
+    __device__ __forceinline__ float4 at(int t, int piece, int f) const {
+        return xs[t * row_f4 + piece * 8 + (f ^ (piece & 7))];
+    }
+};
 
 // One piece of each of a lane's kRowsPerLane rows in registers: codes, scale and bias bits.
 template <int Bits>
@@ -126,10 +152,11 @@ template <int Bits, int R>
 constexpr int kStages = (Bits == 8 || R >= 3) ? 2 : 3;
 
 template <int Bits>
-__device__ __forceinline__ void load_stage(Stage<Bits>& st, const uint8_t* const (&codes)[kRowsPerLane],
+__device__ __forceinline__ void load_stage(Stage<Bits>& st,
+                                           const uint8_t* const (&codes)[kRowsPerLane],
                                            const uint16_t* const (&scales)[kRowsPerLane],
-                                           const uint16_t* const (&biases)[kRowsPerLane],
-                                           int piece, int n_pieces, int group_shift) {
+                                           const uint16_t* const (&biases)[kRowsPerLane], int piece,
+                                           int n_pieces, int group_shift) {
     if (piece >= n_pieces) return;
     const int group = piece >> group_shift;
 #pragma unroll
@@ -141,8 +168,8 @@ __device__ __forceinline__ void load_stage(Stage<Bits>& st, const uint8_t* const
 }
 
 // total[w][t] += scale·Σ_{32 cols} q·x + bias·Σ x over one piece.
-template <int Bits, int R>
-__device__ __forceinline__ void piece_dot(const Stage<Bits>& st, const float* x, size_t x_stride, int piece,
+template <int Bits, int R, typename XSource>
+__device__ __forceinline__ void piece_dot(const Stage<Bits>& st, const XSource& x, int piece,
                                           float (&total)[kRowsPerLane][R]) {
     float acc[kRowsPerLane][R];
     float xsum[R];
@@ -157,10 +184,8 @@ __device__ __forceinline__ void piece_dot(const Stage<Bits>& st, const float* x,
         float xv[R][8];
 #pragma unroll
         for (int t = 0; t < R; ++t) {
-            const auto* src = reinterpret_cast<const float4*>(
-                x + t * x_stride + static_cast<size_t>(piece) * kPieceCols + chunk * 8);
-            const float4 a = src[0];
-            const float4 b = src[1];
+            const float4 a = x.at(t, piece, 2 * chunk);
+            const float4 b = x.at(t, piece, 2 * chunk + 1);
             xv[t][0] = a.x;
             xv[t][1] = a.y;
             xv[t][2] = a.z;
@@ -197,11 +222,26 @@ __device__ __forceinline__ void piece_dot(const Stage<Bits>& st, const float* x,
 // Σ_c W[row_w][c]·x[t][c] for the kRowsPerLane rows whose piece-0 addresses are given, summed
 // over this lane's pieces (sub_lane, sub_lane + L, …) in order and then over the sub-warp's L
 // lanes. Every lane of the warp must call it (the butterfly uses all 32 lanes).
+// First loads of a lane's pieces, issued before anything else the kernel waits for.
 template <int Bits, int R>
-__device__ __forceinline__ void dot_rows(const uint8_t* const (&codes)[kRowsPerLane],
+__device__ __forceinline__ void prefetch_stages(Stage<Bits> (&stage)[kStages<Bits, R>],
+                                                const uint8_t* const (&codes)[kRowsPerLane],
+                                                const uint16_t* const (&scales)[kRowsPerLane],
+                                                const uint16_t* const (&biases)[kRowsPerLane],
+                                                const GemvParams& p, int sub_lane) {
+#pragma unroll
+    for (int d = 0; d < kStages<Bits, R>; ++d) {
+        load_stage<Bits>(stage[d], codes, scales, biases, sub_lane + d * p.lanes, p.n_pieces,
+                         p.group_shift);
+    }
+}
+
+template <int Bits, int R, typename XSource>
+__device__ __forceinline__ void dot_rows(Stage<Bits> (&stage)[kStages<Bits, R>],
+                                         const uint8_t* const (&codes)[kRowsPerLane],
                                          const uint16_t* const (&scales)[kRowsPerLane],
                                          const uint16_t* const (&biases)[kRowsPerLane],
-                                         const GemvParams& p, const float* x, int sub_lane,
+                                         const GemvParams& p, const XSource& x, int sub_lane,
                                          float (&total)[kRowsPerLane][R]) {
     constexpr int kD = kStages<Bits, R>;
 #pragma unroll
@@ -209,17 +249,12 @@ __device__ __forceinline__ void dot_rows(const uint8_t* const (&codes)[kRowsPerL
 #pragma unroll
         for (int t = 0; t < R; ++t) total[w][t] = 0.0F;
     }
-    Stage<Bits> stage[kD];
-#pragma unroll
-    for (int d = 0; d < kD; ++d) {
-        load_stage<Bits>(stage[d], codes, scales, biases, sub_lane + d * p.lanes, p.n_pieces, p.group_shift);
-    }
     for (int base = sub_lane; base < p.n_pieces; base += kD * p.lanes) {
 #pragma unroll
         for (int d = 0; d < kD; ++d) {
             const int piece = base + d * p.lanes;
             if (piece < p.n_pieces) {
-                piece_dot<Bits, R>(stage[d], x, p.x_stride, piece, total);
+                piece_dot<Bits, R>(stage[d], x, piece, total);
                 // Refill this stage with the piece kD steps ahead (no-op past the end).
                 load_stage<Bits>(stage[d], codes, scales, biases, piece + kD * p.lanes, p.n_pieces,
                                  p.group_shift);
@@ -238,20 +273,23 @@ __device__ __forceinline__ void dot_rows(const uint8_t* const (&codes)[kRowsPerL
     }
 }
 
-__device__ __forceinline__ float silu(float v) { return v / (1.0F + expf(-v)); }
+__device__ __forceinline__ float silu(float v) {
+    return v / (1.0F + expf(-v));
+}
 
 // grid: (ceil(rows / rows_per_block), n_experts or 1), block: kThreads.
 // Dense and Down: each sub-warp computes kRowsPerLane consecutive output rows.
 // GateUp: each sub-warp computes kRowsPerLane/2 rows of h from the same rows of gate and up.
-template <int Bits, int R, Mode M>
+// kSharedX: the block first copies x [R, cols] into dynamic shared memory (swizzled, SharedX).
+template <int Bits, int R, Mode M, bool kSharedX>
 __global__ void __launch_bounds__(kThreads) affine_gemv_kernel(const GemvParams p) {
     constexpr int kOutRows = M == Mode::GateUp ? kRowsPerLane / 2 : kRowsPerLane;
     const int lane = static_cast<int>(threadIdx.x % 32);
-    const int warp = static_cast<int>(blockIdx.x) * kWarpsPerBlock + static_cast<int>(threadIdx.x / 32);
+    const int warp =
+        static_cast<int>(blockIdx.x) * kWarpsPerBlock + static_cast<int>(threadIdx.x / 32);
     const int subs = 32 / p.lanes;
     const int sub = lane / p.lanes;
     const int sub_lane = lane % p.lanes;
-    if (warp * subs * kOutRows >= p.rows) return;  // whole warp past the end (warp-uniform)
     const int row0 = (warp * subs + sub) * kOutRows;
 
     const uint8_t* base_codes = p.codes;
@@ -291,8 +329,32 @@ __global__ void __launch_bounds__(kThreads) affine_gemv_kernel(const GemvParams 
             biases[w] = base_biases + row * row_groups;
         }
     }
+    // Weight loads first, so their latency overlaps the copy of x.
+    const bool active = warp * subs * kOutRows < p.rows;  // warp-uniform
+    Stage<Bits> stage[kStages<Bits, R>];
+    if (active) prefetch_stages<Bits, R>(stage, codes, scales, biases, p, sub_lane);
+
+    extern __shared__ float4 x_shared[];
+    if constexpr (kSharedX) {
+        const int row_f4 = p.n_pieces * 8;
+        for (int f = static_cast<int>(threadIdx.x); f < R * row_f4; f += kThreads) {
+            const int t = f / row_f4;
+            const int c4 = f - t * row_f4;
+            const int piece = c4 >> 3;
+            x_shared[t * row_f4 + piece * 8 + ((c4 & 7) ^ (piece & 7))] =
+                reinterpret_cast<const float4*>(x + t * p.x_stride)[c4];
+        }
+        __syncthreads();
+    }
+    if (!active) return;  // whole warp past the end
+
     float total[kRowsPerLane][R];
-    dot_rows<Bits, R>(codes, scales, biases, p, x, sub_lane, total);
+    if constexpr (kSharedX) {
+        dot_rows<Bits, R>(stage, codes, scales, biases, p, SharedX{x_shared, p.n_pieces * 8},
+                          sub_lane, total);
+    } else {
+        dot_rows<Bits, R>(stage, codes, scales, biases, p, GlobalX{x, p.x_stride}, sub_lane, total);
+    }
 
     // Lane j < kOutRows·R of the sub-warp stores one output (all lanes hold every sum).
 #pragma unroll
@@ -338,7 +400,9 @@ int lanes_for(int n_pieces) {
     return 4;
 }
 
-int group_shift_for(int group_size) { return group_size == 32 ? 0 : group_size == 64 ? 1 : 2; }
+int group_shift_for(int group_size) {
+    return group_size == 32 ? 0 : group_size == 64 ? 1 : 2;
+}
 
 bool supported(int bits, int group_size) {
     return (bits == 2 || bits == 3 || bits == 4 || bits == 8) &&
@@ -369,16 +433,36 @@ bool aligned(const void* pointer, size_t alignment) {
     return reinterpret_cast<uintptr_t>(pointer) % alignment == 0;
 }
 
+// x [R, cols] goes through shared memory up to this size (cols 6144 at 4 rows; 2 blocks per SM);
+// wider inputs read device memory.
+constexpr size_t kMaxSharedXBytes = size_t{96} << 10;
+
+template <int Bits, int R, Mode M>
+void launch_one(dim3 grid, const GemvParams& params, cudaStream_t stream) {
+    const size_t x_bytes =
+        size_t{R} * static_cast<size_t>(params.n_pieces) * kPieceCols * sizeof(float);
+    if (x_bytes <= kMaxSharedXBytes) {
+        auto* kernel = affine_gemv_kernel<Bits, R, M, true>;
+        if (x_bytes > (size_t{48} << 10)) {
+            CHERENKOV_CUDA_CHECK(cudaFuncSetAttribute(
+                kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(x_bytes)));
+        }
+        kernel<<<grid, kThreads, x_bytes, stream>>>(params);
+    } else {
+        affine_gemv_kernel<Bits, R, M, false><<<grid, kThreads, 0, stream>>>(params);
+    }
+}
+
 template <Mode M>
 void launch(int bits, int n_rows, dim3 grid, const GemvParams& params, cudaStream_t stream) {
     // Runtime (bits, rows) → template arguments, once per call.
     auto with_rows = [&](auto bits_constant) {
         constexpr int kBits = decltype(bits_constant)::value;
         switch (n_rows) {
-            case 1: affine_gemv_kernel<kBits, 1, M><<<grid, kThreads, 0, stream>>>(params); break;
-            case 2: affine_gemv_kernel<kBits, 2, M><<<grid, kThreads, 0, stream>>>(params); break;
-            case 3: affine_gemv_kernel<kBits, 3, M><<<grid, kThreads, 0, stream>>>(params); break;
-            case 4: affine_gemv_kernel<kBits, 4, M><<<grid, kThreads, 0, stream>>>(params); break;
+            case 1: launch_one<kBits, 1, M>(grid, params, stream); break;
+            case 2: launch_one<kBits, 2, M>(grid, params, stream); break;
+            case 3: launch_one<kBits, 3, M>(grid, params, stream); break;
+            case 4: launch_one<kBits, 4, M>(grid, params, stream); break;
             default: throw_internal("[affine_gemv] unchecked row count");
         }
     };
@@ -400,10 +484,12 @@ unsigned blocks_for(int rows, int lanes, int rows_per_sub) {
 
 }  // namespace
 
-bool affine_gemv_supports(int bits, int group_size) { return supported(bits, group_size); }
+bool affine_gemv_supports(int bits, int group_size) {
+    return supported(bits, group_size);
+}
 
-void affine_gemv(const DeviceAffineMatrix& w, const float* x, size_t x_stride, int n_rows,
-                 float* y, size_t y_stride, void* stream) {
+void affine_gemv(const DeviceAffineMatrix& w, const float* x, size_t x_stride, int n_rows, float* y,
+                 size_t y_stride, void* stream) {
     check_shape("affine_gemv", w.rows, w.cols, w.bits, w.group_size);
     check_rows("affine_gemv", n_rows);
     if (w.codes == nullptr || w.scales == nullptr || w.biases == nullptr || x == nullptr ||
@@ -411,9 +497,11 @@ void affine_gemv(const DeviceAffineMatrix& w, const float* x, size_t x_stride, i
         throw_invalid("[affine_gemv] null pointer");
     }
     if (!aligned(w.codes, 16) || !aligned(x, 16) || x_stride % 4 != 0) {
-        throw_invalid("[affine_gemv] codes and x must be 16-byte aligned and x_stride a multiple of 4");
+        throw_invalid(
+            "[affine_gemv] codes and x must be 16-byte aligned and x_stride a multiple of 4");
     }
-    if (n_rows > 1 && (x_stride < static_cast<size_t>(w.cols) || y_stride < static_cast<size_t>(w.rows))) {
+    if (n_rows > 1 &&
+        (x_stride < static_cast<size_t>(w.cols) || y_stride < static_cast<size_t>(w.rows))) {
         throw_invalid("[affine_gemv] x_stride < cols or y_stride < rows");
     }
     GemvParams p{};
@@ -448,7 +536,8 @@ void affine_experts_swiglu(const ExpertShape& shape, const ExpertAddress* table,
     if (n_experts < 0 || n_experts > 65535) {
         throw_invalid("[affine_experts_swiglu] n_experts " + std::to_string(n_experts));
     }
-    if (table == nullptr || weights == nullptr || x == nullptr || scratch == nullptr || y == nullptr) {
+    if (table == nullptr || weights == nullptr || x == nullptr || scratch == nullptr ||
+        y == nullptr) {
         throw_invalid("[affine_experts_swiglu] null pointer");
     }
     if (!aligned(x, 16) || !aligned(scratch, 16)) {
@@ -457,7 +546,7 @@ void affine_experts_swiglu(const ExpertShape& shape, const ExpertAddress* table,
     const auto cs = static_cast<cudaStream_t>(stream);
     const auto hidden = static_cast<size_t>(shape.hidden);
     const auto inter = static_cast<size_t>(shape.intermediate);
-    float* h = scratch;                                                   // [E, R, I]
+    float* h = scratch;                                                       // [E, R, I]
     float* part = scratch + static_cast<size_t>(n_experts) * n_rows * inter;  // [E, R, H]
     if (n_experts > 0) {
         GemvParams gate_up{};
@@ -488,10 +577,10 @@ void affine_experts_swiglu(const ExpertShape& shape, const ExpertAddress* table,
         down.y = part;
         down.y_stride = hidden;
         down.y_expert_stride = n_rows * hidden;
-        launch<Mode::Down>(shape.bits, n_rows,
-                           dim3(blocks_for(down.rows, down.lanes, kRowsPerLane),
-                                static_cast<unsigned>(n_experts)),
-                           down, cs);
+        launch<Mode::Down>(
+            shape.bits, n_rows,
+            dim3(blocks_for(down.rows, down.lanes, kRowsPerLane), static_cast<unsigned>(n_experts)),
+            down, cs);
     }
     const int outputs = n_rows * static_cast<int>(hidden);
     combine_experts_kernel<<<(outputs + 255) / 256, 256, 0, cs>>>(

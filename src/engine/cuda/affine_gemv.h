@@ -19,9 +19,9 @@ constexpr int kMaxGemvRows = 4;  // input rows per call (decode: token + up to 3
 // 16-byte-aligned record offset); scales and biases 2-byte aligned.
 struct DeviceAffineMatrix {
     int64_t rows = 0;
-    int64_t cols = 0;  // a multiple of group_size
-    int bits = 4;      // 2, 3, 4 or 8
-    int group_size = 64;  // 32, 64 or 128
+    int64_t cols = 0;                  // a multiple of group_size
+    int bits = 4;                      // 2, 3, 4 or 8
+    int group_size = 64;               // 32, 64 or 128
     const uint8_t* codes = nullptr;    // [rows, cols·bits/8]
     const uint16_t* scales = nullptr;  // BF16 [rows, cols/group_size]
     const uint16_t* biases = nullptr;  // BF16 [rows, cols/group_size]
@@ -32,8 +32,8 @@ bool affine_gemv_supports(int bits, int group_size);
 // y[t·y_stride + r] = Σ_c W[r][c]·x[t·x_stride + c]   for t < n_rows (1..4), r < w.rows.
 // x: device float [n_rows, x_stride], 16-byte aligned, x_stride a multiple of 4;
 // y: device float [n_rows, y_stride]. Asynchronous on `stream`.
-void affine_gemv(const DeviceAffineMatrix& w, const float* x, size_t x_stride, int n_rows,
-                 float* y, size_t y_stride, void* stream);
+void affine_gemv(const DeviceAffineMatrix& w, const float* x, size_t x_stride, int n_rows, float* y,
+                 size_t y_stride, void* stream);
 
 // One entry of an expert address table (the table lives in device memory, so slots can move
 // without the launch changing): device addresses of one expert's three matrices, all with the

@@ -4,7 +4,9 @@
 
 namespace cherenkov::engine::cuda {
 
-bool affine_gemv_supports(int, int) { return false; }
+bool affine_gemv_supports(int, int) {
+    return false;
+}
 
 void affine_gemv(const DeviceAffineMatrix&, const float*, size_t, int, float*, size_t, void*) {
     throw_unsupported("[affine_gemv] built without CUDA");

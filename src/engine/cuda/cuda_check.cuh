@@ -8,11 +8,11 @@
 
 #include "base/error.h"
 
-#define CHERENKOV_CUDA_CHECK(call)                                                      \
-    do {                                                                                \
-        const cudaError_t cherenkov_status_ = (call);                                   \
-        if (cherenkov_status_ != cudaSuccess) {                                         \
-            ::cherenkov::throw_internal(std::string(#call) + ": " +                     \
-                                        cudaGetErrorString(cherenkov_status_));         \
-        }                                                                               \
+#define CHERENKOV_CUDA_CHECK(call)                                              \
+    do {                                                                        \
+        const cudaError_t cherenkov_status_ = (call);                           \
+        if (cherenkov_status_ != cudaSuccess) {                                 \
+            ::cherenkov::throw_internal(std::string(#call) + ": " +             \
+                                        cudaGetErrorString(cherenkov_status_)); \
+        }                                                                       \
     } while (0)

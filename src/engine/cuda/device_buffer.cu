@@ -24,7 +24,9 @@ DeviceBuffer::DeviceBuffer(size_t bytes) : size_(bytes) {
     if (bytes > 0) CHERENKOV_CUDA_CHECK(cudaMalloc(&data_, bytes));
 }
 
-DeviceBuffer::~DeviceBuffer() { reset(); }
+DeviceBuffer::~DeviceBuffer() {
+    reset();
+}
 
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
@@ -40,12 +42,14 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
 
 void DeviceBuffer::upload(const void* host, size_t bytes, size_t offset) {
     check_range(offset, bytes, size_);
-    CHERENKOV_CUDA_CHECK(cudaMemcpy(static_cast<char*>(data_) + offset, host, bytes, cudaMemcpyHostToDevice));
+    CHERENKOV_CUDA_CHECK(
+        cudaMemcpy(static_cast<char*>(data_) + offset, host, bytes, cudaMemcpyHostToDevice));
 }
 
 void DeviceBuffer::download(void* host, size_t bytes, size_t offset) const {
     check_range(offset, bytes, size_);
-    CHERENKOV_CUDA_CHECK(cudaMemcpy(host, static_cast<const char*>(data_) + offset, bytes, cudaMemcpyDeviceToHost));
+    CHERENKOV_CUDA_CHECK(
+        cudaMemcpy(host, static_cast<const char*>(data_) + offset, bytes, cudaMemcpyDeviceToHost));
 }
 
 void DeviceBuffer::fill(unsigned char value) {
@@ -58,6 +62,8 @@ void DeviceBuffer::reset() {
     size_ = 0;
 }
 
-void device_synchronize() { CHERENKOV_CUDA_CHECK(cudaDeviceSynchronize()); }
+void device_synchronize() {
+    CHERENKOV_CUDA_CHECK(cudaDeviceSynchronize());
+}
 
 }  // namespace cherenkov::engine::cuda

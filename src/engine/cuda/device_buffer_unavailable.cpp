@@ -8,7 +8,9 @@ DeviceBuffer::DeviceBuffer(size_t bytes) : size_(bytes) {
     if (bytes > 0) throw_unsupported("[device_buffer] built without CUDA");
 }
 
-DeviceBuffer::~DeviceBuffer() { reset(); }
+DeviceBuffer::~DeviceBuffer() {
+    reset();
+}
 
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept : data_(other.data_), size_(other.size_) {
     other.data_ = nullptr;
@@ -31,13 +33,17 @@ void DeviceBuffer::download(void*, size_t, size_t) const {
     throw_unsupported("[device_buffer] built without CUDA");
 }
 
-void DeviceBuffer::fill(unsigned char) { throw_unsupported("[device_buffer] built without CUDA"); }
+void DeviceBuffer::fill(unsigned char) {
+    throw_unsupported("[device_buffer] built without CUDA");
+}
 
 void DeviceBuffer::reset() {
     data_ = nullptr;
     size_ = 0;
 }
 
-void device_synchronize() { throw_unsupported("[device_buffer] built without CUDA"); }
+void device_synchronize() {
+    throw_unsupported("[device_buffer] built without CUDA");
+}
 
 }  // namespace cherenkov::engine::cuda

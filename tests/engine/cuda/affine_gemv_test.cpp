@@ -57,7 +57,8 @@ struct TestMatrix {
     DeviceBuffer d_biases;
 
     AffineMatrix host() const {
-        return AffineMatrix{rows, cols, bits, group_size, codes.data(), scales.data(), biases.data()};
+        return AffineMatrix{rows,         cols,          bits,         group_size,
+                            codes.data(), scales.data(), biases.data()};
     }
     DeviceAffineMatrix device() const {
         return DeviceAffineMatrix{rows,
@@ -85,7 +86,8 @@ TestMatrix make_matrix(int64_t rows, int64_t cols, int bits, int group_size, uin
     const auto n_groups = static_cast<size_t>(rows * (cols / group_size));
     const float levels = static_cast<float>((1 << bits) - 1);
     for (size_t g = 0; g < n_groups; ++g) {
-        const float scale = (0.02F + 0.01F * uniform(state)) * (uniform(state) < 0.0F ? -1.0F : 1.0F);
+        const float scale =
+            (0.02F + 0.01F * uniform(state)) * (uniform(state) < 0.0F ? -1.0F : 1.0F);
         const int64_t row = static_cast<int64_t>(g) / (cols / group_size);
         const float offset = row % 3 == 0 ? 0.3F : 0.0F;
         m.scales.push_back(float_to_bf16(scale / levels * 15.0F));
@@ -118,7 +120,8 @@ std::vector<double> magnitudes(const TestMatrix& m, const std::vector<float>& x,
         for (int t = 0; t < n_rows; ++t) {
             double sum = 0.0;
             for (int64_t c = 0; c < m.cols; ++c) {
-                const double b = bf16_to_float(m.biases[static_cast<size_t>(row * n_groups + c / m.group_size)]);
+                const double b =
+                    bf16_to_float(m.biases[static_cast<size_t>(row * n_groups + c / m.group_size)]);
                 sum += (std::fabs(dense[static_cast<size_t>(c)]) + 2.0 * std::fabs(b)) *
                        std::fabs(x[t * x_stride + static_cast<size_t>(c)]);
             }
@@ -128,7 +131,9 @@ std::vector<double> magnitudes(const TestMatrix& m, const std::vector<float>& x,
     return out;
 }
 
-bool have_device() { return !query_devices().devices.empty(); }
+bool have_device() {
+    return !query_devices().devices.empty();
+}
 
 class CudaAffineGemv : public ::testing::Test {
 protected:
@@ -159,18 +164,22 @@ ErrorStats check_dense(const TestMatrix& m, size_t x_stride, size_t y_stride, ui
     std::vector<float> got(expected.size());
     for (int n_rows = 1; n_rows <= kMaxGemvRows; ++n_rows) {
         d_y.fill(0xFF);  // NaN: an unwritten output fails
-        affine_gemv(m.device(), d_x.as<float>(), x_stride, n_rows, d_y.as<float>(), y_stride, nullptr);
+        affine_gemv(m.device(), d_x.as<float>(), x_stride, n_rows, d_y.as<float>(), y_stride,
+                    nullptr);
         d_y.download(got.data(), got.size() * sizeof(float));
         for (int t = 0; t < n_rows; ++t) {
             for (int64_t row = 0; row < m.rows; ++row) {
                 const size_t index = t * y_stride + static_cast<size_t>(row);
                 const double diff = std::fabs(static_cast<double>(got[index]) - expected[index]);
-                const double bound = kTolerance * scale[static_cast<size_t>(t * m.rows + row)] + 1e-6;
-                EXPECT_LE(diff, bound) << what << " n_rows=" << n_rows << " t=" << t << " row=" << row
-                                       << " gpu=" << got[index] << " cpu=" << expected[index];
+                const double bound =
+                    kTolerance * scale[static_cast<size_t>(t * m.rows + row)] + 1e-6;
+                EXPECT_LE(diff, bound)
+                    << what << " n_rows=" << n_rows << " t=" << t << " row=" << row
+                    << " gpu=" << got[index] << " cpu=" << expected[index];
                 if (diff > bound) return stats;
                 stats.max_absolute = std::max(stats.max_absolute, diff);
-                stats.max_relative = std::max(stats.max_relative, diff / scale[static_cast<size_t>(t * m.rows + row)]);
+                stats.max_relative = std::max(stats.max_relative,
+                                              diff / scale[static_cast<size_t>(t * m.rows + row)]);
             }
         }
     }
@@ -182,15 +191,19 @@ TEST_F(CudaAffineGemv, MatchesCpuForEveryBitWidthGroupSizeAndRowCountOnOddShapes
     for (const int bits : kBits) {
         for (const int group_size : {32, 64, 128}) {
             // Odd row counts (partial warps), column counts that leave lanes idle or use one piece.
-            const int64_t shapes[][2] = {{13, 3 * group_size}, {77, 128 * 5}, {5, 32 * 33}, {200, 256}};
+            // {3, 25600}: x past the shared-memory limit from 1 row on (the device-memory path).
+            const int64_t shapes[][2] = {
+                {13, int64_t{3} * group_size}, {77, 640}, {5, 1056}, {200, 256}, {3, 25600}};
             for (const auto& shape : shapes) {
                 if (shape[1] % group_size != 0) continue;
-                const TestMatrix m = make_matrix(shape[0], shape[1], bits, group_size, bits * 131 + group_size);
-                const std::string what = "bits=" + std::to_string(bits) + " group=" +
-                                         std::to_string(group_size) + " shape=[" +
-                                         std::to_string(shape[0]) + "," + std::to_string(shape[1]) + "]";
-                const ErrorStats s = check_dense(m, static_cast<size_t>(shape[1]) + 4,
-                                                 static_cast<size_t>(shape[0]) + 3, bits + 7, &pool_, what);
+                const TestMatrix m =
+                    make_matrix(shape[0], shape[1], bits, group_size, bits * 131 + group_size);
+                const std::string what =
+                    "bits=" + std::to_string(bits) + " group=" + std::to_string(group_size) +
+                    " shape=[" + std::to_string(shape[0]) + "," + std::to_string(shape[1]) + "]";
+                const ErrorStats s =
+                    check_dense(m, static_cast<size_t>(shape[1]) + 4,
+                                static_cast<size_t>(shape[0]) + 3, bits + 7, &pool_, what);
                 if (HasFailure()) return;
                 worst.max_relative = std::max(worst.max_relative, s.max_relative);
                 worst.max_absolute = std::max(worst.max_absolute, s.max_absolute);
@@ -205,11 +218,14 @@ TEST_F(CudaAffineGemv, MatchesCpuOnFlashShapes) {
     const int64_t shapes[][2] = {{10240, 2560}, {2560, 6144}, {640, 2560}, {2560, 640}};
     for (const auto& shape : shapes) {
         for (const int bits : kBits) {
-            const TestMatrix m = make_matrix(shape[0], shape[1], bits, 64, bits * 7 + static_cast<uint64_t>(shape[0]));
+            const TestMatrix m =
+                make_matrix(shape[0], shape[1], bits, 64,
+                            static_cast<uint64_t>(bits) * 7 + static_cast<uint64_t>(shape[0]));
             const std::string what = "bits=" + std::to_string(bits) + " shape=[" +
-                                     std::to_string(shape[0]) + "," + std::to_string(shape[1]) + "]";
-            const ErrorStats s = check_dense(m, static_cast<size_t>(shape[1]), static_cast<size_t>(shape[0]),
-                                             bits + 3, &pool_, what);
+                                     std::to_string(shape[0]) + "," + std::to_string(shape[1]) +
+                                     "]";
+            const ErrorStats s = check_dense(m, static_cast<size_t>(shape[1]),
+                                             static_cast<size_t>(shape[0]), bits + 3, &pool_, what);
             if (HasFailure()) return;
             std::printf("%s: max |gpu-cpu| %.3g, max relative to Σ|w·x| %.3g\n", what.c_str(),
                         s.max_absolute, s.max_relative);
@@ -224,14 +240,18 @@ struct TestExperts {
     DeviceBuffer d_table;
 };
 
-TestExperts make_experts(int n_experts, int64_t hidden, int64_t inter, int bits, int group_size, uint64_t seed) {
+TestExperts make_experts(int n_experts, int64_t hidden, int64_t inter, int bits, int group_size,
+                         uint64_t seed) {
     TestExperts ex;
     ex.shape = ExpertShape{hidden, inter, bits, group_size};
     std::vector<ExpertAddress> table;
     for (int e = 0; e < n_experts; ++e) {
-        ex.gate.push_back(make_matrix(inter, hidden, bits, group_size, seed + 3 * e));
-        ex.up.push_back(make_matrix(inter, hidden, bits, group_size, seed + 3 * e + 1));
-        ex.down.push_back(make_matrix(hidden, inter, bits, group_size, seed + 3 * e + 2));
+        ex.gate.push_back(
+            make_matrix(inter, hidden, bits, group_size, seed + 3 * static_cast<uint64_t>(e)));
+        ex.up.push_back(
+            make_matrix(inter, hidden, bits, group_size, seed + 3 * static_cast<uint64_t>(e) + 1));
+        ex.down.push_back(
+            make_matrix(hidden, inter, bits, group_size, seed + 3 * static_cast<uint64_t>(e) + 2));
     }
     for (int e = 0; e < n_experts; ++e) {
         const DeviceAffineMatrix g = ex.gate[e].device();
@@ -259,8 +279,9 @@ std::vector<float> routing_weights(int n_experts, int n_rows, uint64_t seed) {
 // y[t] = y0[t] + Σ_e w[e][t]·down_e(silu(gate_e·x_t)·(up_e·x_t)) with the CPU matmul; also the
 // scale Σ_e |w|·(|down_e|·|h|) for the tolerance (h itself recomputed in double is not needed:
 // its error enters through down and is bounded the same way).
-void cpu_experts(const TestExperts& ex, const std::vector<float>& weights, int n_experts, const std::vector<float>& x,
-                 int n_rows, std::vector<float>* y, std::vector<double>* scale, ThreadPool* pool) {
+void cpu_experts(const TestExperts& ex, const std::vector<float>& weights, int n_experts,
+                 const std::vector<float>& x, int n_rows, std::vector<float>* y,
+                 std::vector<double>* scale, ThreadPool* pool) {
     const auto hidden = static_cast<size_t>(ex.shape.hidden);
     const auto inter = static_cast<size_t>(ex.shape.intermediate);
     std::vector<float> g(n_rows * inter), u(n_rows * inter), out(n_rows * hidden);
@@ -271,7 +292,7 @@ void cpu_experts(const TestExperts& ex, const std::vector<float>& weights, int n
         matmul(ex.down[e].host(), g.data(), inter, n_rows, out.data(), hidden, pool);
         const std::vector<double> mag = magnitudes(ex.down[e], g, inter, n_rows);
         for (int t = 0; t < n_rows; ++t) {
-            const float w = weights[static_cast<size_t>(e * n_rows + t)];
+            const float w = weights[static_cast<size_t>(e) * n_rows + t];
             if (w == 0.0F) continue;
             for (size_t d = 0; d < hidden; ++d) {
                 (*y)[t * hidden + d] += w * out[t * hidden + d];
@@ -286,7 +307,8 @@ TEST_F(CudaAffineGemv, ExpertSwigluMatchesCpuComposition) {
     const int n_experts = 5;
     for (const int bits : kBits) {
         for (const int group_size : {64, 32}) {
-            const TestExperts ex = make_experts(n_experts, 2560, 640, bits, group_size, 1000 + bits * 10 + group_size);
+            const TestExperts ex =
+                make_experts(n_experts, 2560, 640, bits, group_size, 1000 + bits * 10 + group_size);
             for (int n_rows = 1; n_rows <= kMaxGemvRows; ++n_rows) {
                 const size_t hidden = 2560;
                 const auto x = random_vector(n_rows * hidden, 77 + n_rows);
@@ -297,26 +319,29 @@ TEST_F(CudaAffineGemv, ExpertSwigluMatchesCpuComposition) {
                 cpu_experts(ex, weights, n_experts, x, n_rows, &expected, &scale, &pool_);
 
                 DeviceBuffer d_x(x.size() * 4), d_w(weights.size() * 4), d_y(y0.size() * 4);
-                DeviceBuffer d_scratch(affine_experts_scratch_floats(ex.shape, n_experts, n_rows) * 4);
+                DeviceBuffer d_scratch(affine_experts_scratch_floats(ex.shape, n_experts, n_rows) *
+                                       4);
                 d_x.upload(x.data(), x.size() * 4);
                 d_w.upload(weights.data(), weights.size() * 4);
                 d_y.upload(y0.data(), y0.size() * 4);
                 d_scratch.fill(0xFF);
-                affine_experts_swiglu(ex.shape, ex.d_table.as<ExpertAddress>(), d_w.as<float>(), n_experts,
-                                      d_x.as<float>(), n_rows, d_scratch.as<float>(), d_y.as<float>(), true,
-                                      nullptr);
+                affine_experts_swiglu(ex.shape, ex.d_table.as<ExpertAddress>(), d_w.as<float>(),
+                                      n_experts, d_x.as<float>(), n_rows, d_scratch.as<float>(),
+                                      d_y.as<float>(), true, nullptr);
                 std::vector<float> got(y0.size());
                 d_y.download(got.data(), got.size() * 4);
                 double worst = 0.0;
                 for (size_t i = 0; i < got.size(); ++i) {
                     const double diff = std::fabs(static_cast<double>(got[i]) - expected[i]);
                     const double bound = kTolerance * scale[i] + 1e-6 * (1.0 + std::fabs(y0[i]));
-                    ASSERT_LE(diff, bound) << "bits=" << bits << " group=" << group_size << " n_rows=" << n_rows
-                                           << " i=" << i << " gpu=" << got[i] << " cpu=" << expected[i];
+                    ASSERT_LE(diff, bound)
+                        << "bits=" << bits << " group=" << group_size << " n_rows=" << n_rows
+                        << " i=" << i << " gpu=" << got[i] << " cpu=" << expected[i];
                     worst = std::max(worst, diff);
                 }
                 if (n_rows == kMaxGemvRows) {
-                    std::printf("experts bits=%d group=%d: max |gpu-cpu| %.3g\n", bits, group_size, worst);
+                    std::printf("experts bits=%d group=%d: max |gpu-cpu| %.3g\n", bits, group_size,
+                                worst);
                 }
             }
         }
@@ -326,10 +351,10 @@ TEST_F(CudaAffineGemv, ExpertSwigluMatchesCpuComposition) {
 TEST_F(CudaAffineGemv, ResultsAreBitwiseReproducible) {
     for (const int bits : kBits) {
         const TestMatrix m = make_matrix(2560, 6144, bits, 64, 42 + bits);
-        const auto x = random_vector(4 * 6144, 3);
-        DeviceBuffer d_x(x.size() * 4), d_y(4 * 2560 * 4);
+        const auto x = random_vector(size_t{4} * 6144, 3);
+        DeviceBuffer d_x(x.size() * 4), d_y(size_t{4} * 2560 * 4);
         d_x.upload(x.data(), x.size() * 4);
-        std::vector<float> first(4 * 2560), second(4 * 2560);
+        std::vector<float> first(size_t{4} * 2560), second(size_t{4} * 2560);
         for (std::vector<float>* out : {&first, &second}) {
             d_y.fill(0xFF);
             affine_gemv(m.device(), d_x.as<float>(), 6144, 4, d_y.as<float>(), 2560, nullptr);
@@ -338,7 +363,7 @@ TEST_F(CudaAffineGemv, ResultsAreBitwiseReproducible) {
         EXPECT_EQ(std::memcmp(first.data(), second.data(), first.size() * 4), 0) << "bits=" << bits;
 
         const TestExperts ex = make_experts(10, 2560, 640, bits, 64, 9 + bits);
-        const auto xe = random_vector(4 * 2560, 4);
+        const auto xe = random_vector(size_t{4} * 2560, 4);
         const auto weights = routing_weights(10, 4, 11);
         DeviceBuffer d_xe(xe.size() * 4), d_w(weights.size() * 4), d_ye(xe.size() * 4);
         DeviceBuffer d_scratch(affine_experts_scratch_floats(ex.shape, 10, 4) * 4);
@@ -347,18 +372,22 @@ TEST_F(CudaAffineGemv, ResultsAreBitwiseReproducible) {
         for (std::vector<float>* out : {&first, &second}) {
             d_ye.fill(0xFF);
             affine_experts_swiglu(ex.shape, ex.d_table.as<ExpertAddress>(), d_w.as<float>(), 10,
-                                  d_xe.as<float>(), 4, d_scratch.as<float>(), d_ye.as<float>(), false, nullptr);
+                                  d_xe.as<float>(), 4, d_scratch.as<float>(), d_ye.as<float>(),
+                                  false, nullptr);
             d_ye.download(out->data(), out->size() * 4);
         }
-        EXPECT_EQ(std::memcmp(first.data(), second.data(), first.size() * 4), 0) << "experts bits=" << bits;
+        EXPECT_EQ(std::memcmp(first.data(), second.data(), first.size() * 4), 0)
+            << "experts bits=" << bits;
     }
 }
 
 TEST_F(CudaAffineGemv, RejectsBadArguments) {
     const TestMatrix m = make_matrix(8, 64, 4, 64, 1);
-    DeviceBuffer d_x(4 * 64 * 4), d_y(4 * 8 * 4);
-    EXPECT_THROW(affine_gemv(m.device(), d_x.as<float>(), 64, 5, d_y.as<float>(), 8, nullptr), Error);
-    EXPECT_THROW(affine_gemv(m.device(), d_x.as<float>() + 1, 64, 1, d_y.as<float>(), 8, nullptr), Error);
+    DeviceBuffer d_x(size_t{4} * 64 * 4), d_y(size_t{4} * 8 * 4);
+    EXPECT_THROW(affine_gemv(m.device(), d_x.as<float>(), 64, 5, d_y.as<float>(), 8, nullptr),
+                 Error);
+    EXPECT_THROW(affine_gemv(m.device(), d_x.as<float>() + 1, 64, 1, d_y.as<float>(), 8, nullptr),
+                 Error);
     DeviceAffineMatrix five_bit = m.device();
     five_bit.bits = 5;
     EXPECT_THROW(affine_gemv(five_bit, d_x.as<float>(), 64, 1, d_y.as<float>(), 8, nullptr), Error);
@@ -374,8 +403,8 @@ TEST(CudaAffineGemvUnavailable, CallsSayBuiltWithoutCuda) {
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("built without CUDA"), std::string::npos) << e.what();
     }
-    EXPECT_THROW(affine_experts_swiglu(ExpertShape{}, nullptr, nullptr, 0, nullptr, 1, nullptr, nullptr, false,
-                                       nullptr),
+    EXPECT_THROW(affine_experts_swiglu(ExpertShape{}, nullptr, nullptr, 0, nullptr, 1, nullptr,
+                                       nullptr, false, nullptr),
                  Error);
     EXPECT_THROW(DeviceBuffer(16), Error);
 }
