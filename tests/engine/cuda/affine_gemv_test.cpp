@@ -1,0 +1,413 @@
+// GPU affine GEMV (engine/cuda/affine_gemv.h) against the CPU matmul: every bit width × group
+// size × 1-4 rows on odd shapes and on the Flash shapes, the expert SwiGLU path against a CPU
+// composition of matmuls, and bitwise reproducibility. Skips without a device; in a build without
+// CUDA it checks that calls say so.
+#include "engine/cuda/affine_gemv.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "base/half.h"
+#include "engine/cpu/matmul.h"
+#include "engine/cpu/thread_pool.h"
+#include "engine/cuda/device_buffer.h"
+#include "engine/cuda/device_info.h"
+
+namespace cherenkov::engine::cuda {
+namespace {
+
+constexpr int kBits[] = {2, 3, 4, 8};
+
+// Relative tolerance against the size of the terms: |gpu − cpu| ≤ kTolerance·Σ_c (|w|+2|b|)·|x|.
+// Both sides sum in float32 in different orders (the GPU as scale·Σqx + bias·Σx per 32 columns),
+// so they differ by rounding of the partial sums; an indexing bug is off by O(1) of that.
+constexpr double kTolerance = 1e-5;
+
+uint64_t splitmix(uint64_t& state) {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+float uniform(uint64_t& state) {  // [-1, 1)
+    return static_cast<float>(splitmix(state) >> 40) / static_cast<float>(1 << 23) - 1.0F;
+}
+
+// A random affine matrix on the host (random code bytes, scales ~0.01-0.03 of either sign,
+// biases centred so w is roughly zero-mean, a third of the rows offset to one sign) and on the
+// device.
+struct TestMatrix {
+    int64_t rows = 0;
+    int64_t cols = 0;
+    int bits = 4;
+    int group_size = 64;
+    std::vector<uint8_t> codes;
+    std::vector<uint16_t> scales;
+    std::vector<uint16_t> biases;
+    DeviceBuffer d_codes;
+    DeviceBuffer d_scales;
+    DeviceBuffer d_biases;
+
+    AffineMatrix host() const {
+        return AffineMatrix{rows,         cols,          bits,         group_size,
+                            codes.data(), scales.data(), biases.data()};
+    }
+    DeviceAffineMatrix device() const {
+        return DeviceAffineMatrix{rows,
+                                  cols,
+                                  bits,
+                                  group_size,
+                                  d_codes.as<const uint8_t>(),
+                                  d_scales.as<const uint16_t>(),
+                                  d_biases.as<const uint16_t>()};
+    }
+};
+
+TestMatrix make_matrix(int64_t rows, int64_t cols, int bits, int group_size, uint64_t seed) {
+    TestMatrix m;
+    m.rows = rows;
+    m.cols = cols;
+    m.bits = bits;
+    m.group_size = group_size;
+    uint64_t state = seed * 0x100000001B3ULL + 1;
+    m.codes.resize(static_cast<size_t>(rows) * static_cast<size_t>(cols) * bits / 8);
+    for (size_t i = 0; i < m.codes.size(); i += 8) {
+        const uint64_t r = splitmix(state);
+        std::memcpy(m.codes.data() + i, &r, std::min<size_t>(8, m.codes.size() - i));
+    }
+    const auto n_groups = static_cast<size_t>(rows * (cols / group_size));
+    const float levels = static_cast<float>((1 << bits) - 1);
+    for (size_t g = 0; g < n_groups; ++g) {
+        const float scale =
+            (0.02F + 0.01F * uniform(state)) * (uniform(state) < 0.0F ? -1.0F : 1.0F);
+        const int64_t row = static_cast<int64_t>(g) / (cols / group_size);
+        const float offset = row % 3 == 0 ? 0.3F : 0.0F;
+        m.scales.push_back(float_to_bf16(scale / levels * 15.0F));
+        m.biases.push_back(float_to_bf16(-scale * 7.5F + offset + 0.01F * uniform(state)));
+    }
+    m.d_codes = DeviceBuffer(m.codes.size());
+    m.d_codes.upload(m.codes.data(), m.codes.size());
+    m.d_scales = DeviceBuffer(m.scales.size() * 2);
+    m.d_scales.upload(m.scales.data(), m.scales.size() * 2);
+    m.d_biases = DeviceBuffer(m.biases.size() * 2);
+    m.d_biases.upload(m.biases.data(), m.biases.size() * 2);
+    return m;
+}
+
+std::vector<float> random_vector(size_t n, uint64_t seed) {
+    uint64_t state = seed;
+    std::vector<float> values(n);
+    for (float& v : values) v = uniform(state);
+    return values;
+}
+
+// Σ_c (|w| + 2|b|)·|x| for each (t, row): the scale of the rounding the two sides may differ by.
+std::vector<double> magnitudes(const TestMatrix& m, const std::vector<float>& x, size_t x_stride,
+                               int n_rows) {
+    std::vector<double> out(static_cast<size_t>(n_rows * m.rows));
+    std::vector<float> dense(static_cast<size_t>(m.cols));
+    const int64_t n_groups = m.cols / m.group_size;
+    for (int64_t row = 0; row < m.rows; ++row) {
+        dequantize_row(m.host(), row, dense.data());
+        for (int t = 0; t < n_rows; ++t) {
+            double sum = 0.0;
+            for (int64_t c = 0; c < m.cols; ++c) {
+                const double b =
+                    bf16_to_float(m.biases[static_cast<size_t>(row * n_groups + c / m.group_size)]);
+                sum += (std::fabs(dense[static_cast<size_t>(c)]) + 2.0 * std::fabs(b)) *
+                       std::fabs(x[t * x_stride + static_cast<size_t>(c)]);
+            }
+            out[static_cast<size_t>(t * m.rows + row)] = sum;
+        }
+    }
+    return out;
+}
+
+bool have_device() {
+    return !query_devices().devices.empty();
+}
+
+class CudaAffineGemv : public ::testing::Test {
+protected:
+    void SetUp() override {
+        const DeviceQuery query = query_devices();
+        if (query.devices.empty()) GTEST_SKIP() << "no CUDA device: " << query.unavailable_reason;
+    }
+    ThreadPool pool_{0};
+};
+
+struct ErrorStats {
+    double max_relative = 0.0;  // max |gpu − cpu| / magnitude
+    double max_absolute = 0.0;
+};
+
+// Runs the GPU kernel for n_rows = 1..4 over x [4, x_stride] and checks each against the CPU
+// matmul of all 4 rows (the CPU's per-output order does not depend on the batch).
+ErrorStats check_dense(const TestMatrix& m, size_t x_stride, size_t y_stride, uint64_t seed,
+                       ThreadPool* pool, const std::string& what) {
+    ErrorStats stats;
+    const auto x = random_vector(x_stride * kMaxGemvRows, seed);
+    std::vector<float> expected(y_stride * kMaxGemvRows);
+    matmul(m.host(), x.data(), x_stride, kMaxGemvRows, expected.data(), y_stride, pool);
+    const std::vector<double> scale = magnitudes(m, x, x_stride, kMaxGemvRows);
+    DeviceBuffer d_x(x.size() * sizeof(float));
+    d_x.upload(x.data(), x.size() * sizeof(float));
+    DeviceBuffer d_y(expected.size() * sizeof(float));
+    std::vector<float> got(expected.size());
+    for (int n_rows = 1; n_rows <= kMaxGemvRows; ++n_rows) {
+        d_y.fill(0xFF);  // NaN: an unwritten output fails
+        affine_gemv(m.device(), d_x.as<float>(), x_stride, n_rows, d_y.as<float>(), y_stride,
+                    nullptr);
+        d_y.download(got.data(), got.size() * sizeof(float));
+        for (int t = 0; t < n_rows; ++t) {
+            for (int64_t row = 0; row < m.rows; ++row) {
+                const size_t index = t * y_stride + static_cast<size_t>(row);
+                const double diff = std::fabs(static_cast<double>(got[index]) - expected[index]);
+                const double bound =
+                    kTolerance * scale[static_cast<size_t>(t * m.rows + row)] + 1e-6;
+                EXPECT_LE(diff, bound)
+                    << what << " n_rows=" << n_rows << " t=" << t << " row=" << row
+                    << " gpu=" << got[index] << " cpu=" << expected[index];
+                if (diff > bound) return stats;
+                stats.max_absolute = std::max(stats.max_absolute, diff);
+                stats.max_relative = std::max(stats.max_relative,
+                                              diff / scale[static_cast<size_t>(t * m.rows + row)]);
+            }
+        }
+    }
+    return stats;
+}
+
+TEST_F(CudaAffineGemv, MatchesCpuForEveryBitWidthGroupSizeAndRowCountOnOddShapes) {
+    ErrorStats worst;
+    for (const int bits : kBits) {
+        for (const int group_size : {32, 64, 128}) {
+            // Odd row counts (partial warps), column counts that leave lanes idle or use one piece.
+            // {3, 25600}: x past the shared-memory limit from 1 row on (the device-memory path).
+            const int64_t shapes[][2] = {
+                {13, int64_t{3} * group_size}, {77, 640}, {5, 1056}, {200, 256}, {3, 25600}};
+            for (const auto& shape : shapes) {
+                if (shape[1] % group_size != 0) continue;
+                const TestMatrix m =
+                    make_matrix(shape[0], shape[1], bits, group_size, bits * 131 + group_size);
+                const std::string what =
+                    "bits=" + std::to_string(bits) + " group=" + std::to_string(group_size) +
+                    " shape=[" + std::to_string(shape[0]) + "," + std::to_string(shape[1]) + "]";
+                const ErrorStats s =
+                    check_dense(m, static_cast<size_t>(shape[1]) + 4,
+                                static_cast<size_t>(shape[0]) + 3, bits + 7, &pool_, what);
+                if (HasFailure()) return;
+                worst.max_relative = std::max(worst.max_relative, s.max_relative);
+                worst.max_absolute = std::max(worst.max_absolute, s.max_absolute);
+            }
+        }
+    }
+    std::printf("odd shapes: max |gpu-cpu| %.3g, max relative to Σ|w·x| %.3g\n", worst.max_absolute,
+                worst.max_relative);
+}
+
+TEST_F(CudaAffineGemv, MatchesCpuOnFlashShapes) {
+    const int64_t shapes[][2] = {{10240, 2560}, {2560, 6144}, {640, 2560}, {2560, 640}};
+    for (const auto& shape : shapes) {
+        for (const int bits : kBits) {
+            const TestMatrix m =
+                make_matrix(shape[0], shape[1], bits, 64,
+                            static_cast<uint64_t>(bits) * 7 + static_cast<uint64_t>(shape[0]));
+            const std::string what = "bits=" + std::to_string(bits) + " shape=[" +
+                                     std::to_string(shape[0]) + "," + std::to_string(shape[1]) +
+                                     "]";
+            const ErrorStats s = check_dense(m, static_cast<size_t>(shape[1]),
+                                             static_cast<size_t>(shape[0]), bits + 3, &pool_, what);
+            if (HasFailure()) return;
+            std::printf("%s: max |gpu-cpu| %.3g, max relative to Σ|w·x| %.3g\n", what.c_str(),
+                        s.max_absolute, s.max_relative);
+        }
+    }
+}
+
+// A set of experts [I, H] / [H, I] on the device and its address table.
+struct TestExperts {
+    ExpertShape shape;
+    std::vector<TestMatrix> gate, up, down;
+    DeviceBuffer d_table;
+};
+
+TestExperts make_experts(int n_experts, int64_t hidden, int64_t inter, int bits, int group_size,
+                         uint64_t seed) {
+    TestExperts ex;
+    ex.shape = ExpertShape{hidden, inter, bits, group_size};
+    std::vector<ExpertAddress> table;
+    for (int e = 0; e < n_experts; ++e) {
+        ex.gate.push_back(
+            make_matrix(inter, hidden, bits, group_size, seed + 3 * static_cast<uint64_t>(e)));
+        ex.up.push_back(
+            make_matrix(inter, hidden, bits, group_size, seed + 3 * static_cast<uint64_t>(e) + 1));
+        ex.down.push_back(
+            make_matrix(hidden, inter, bits, group_size, seed + 3 * static_cast<uint64_t>(e) + 2));
+    }
+    for (int e = 0; e < n_experts; ++e) {
+        const DeviceAffineMatrix g = ex.gate[e].device();
+        const DeviceAffineMatrix u = ex.up[e].device();
+        const DeviceAffineMatrix d = ex.down[e].device();
+        table.push_back(ExpertAddress{g.codes, g.scales, g.biases, u.codes, u.scales, u.biases,
+                                      d.codes, d.scales, d.biases});
+    }
+    ex.d_table = DeviceBuffer(table.size() * sizeof(ExpertAddress));
+    ex.d_table.upload(table.data(), table.size() * sizeof(ExpertAddress));
+    return ex;
+}
+
+// Row weights [E, R]: each row uses about half of the experts, with zeros elsewhere.
+std::vector<float> routing_weights(int n_experts, int n_rows, uint64_t seed) {
+    uint64_t state = seed;
+    std::vector<float> w(static_cast<size_t>(n_experts * n_rows));
+    for (float& v : w) {
+        const float u = uniform(state);
+        v = u < 0.0F ? 0.0F : u;
+    }
+    return w;
+}
+
+// y[t] = y0[t] + Σ_e w[e][t]·down_e(silu(gate_e·x_t)·(up_e·x_t)) with the CPU matmul; also the
+// scale Σ_e |w|·(|down_e|·|h|) for the tolerance (h itself recomputed in double is not needed:
+// its error enters through down and is bounded the same way).
+void cpu_experts(const TestExperts& ex, const std::vector<float>& weights, int n_experts,
+                 const std::vector<float>& x, int n_rows, std::vector<float>* y,
+                 std::vector<double>* scale, ThreadPool* pool) {
+    const auto hidden = static_cast<size_t>(ex.shape.hidden);
+    const auto inter = static_cast<size_t>(ex.shape.intermediate);
+    std::vector<float> g(n_rows * inter), u(n_rows * inter), out(n_rows * hidden);
+    for (int e = 0; e < n_experts; ++e) {
+        matmul(ex.gate[e].host(), x.data(), hidden, n_rows, g.data(), inter, pool);
+        matmul(ex.up[e].host(), x.data(), hidden, n_rows, u.data(), inter, pool);
+        for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1.0F + std::exp(-g[i])) * u[i];
+        matmul(ex.down[e].host(), g.data(), inter, n_rows, out.data(), hidden, pool);
+        const std::vector<double> mag = magnitudes(ex.down[e], g, inter, n_rows);
+        for (int t = 0; t < n_rows; ++t) {
+            const float w = weights[static_cast<size_t>(e) * n_rows + t];
+            if (w == 0.0F) continue;
+            for (size_t d = 0; d < hidden; ++d) {
+                (*y)[t * hidden + d] += w * out[t * hidden + d];
+                // h carries the gate/up rounding (~1e-6 relative): counted as 10× the down terms.
+                (*scale)[t * hidden + d] += 10.0 * w * mag[t * hidden + d];
+            }
+        }
+    }
+}
+
+TEST_F(CudaAffineGemv, ExpertSwigluMatchesCpuComposition) {
+    const int n_experts = 5;
+    for (const int bits : kBits) {
+        for (const int group_size : {64, 32}) {
+            const TestExperts ex =
+                make_experts(n_experts, 2560, 640, bits, group_size, 1000 + bits * 10 + group_size);
+            for (int n_rows = 1; n_rows <= kMaxGemvRows; ++n_rows) {
+                const size_t hidden = 2560;
+                const auto x = random_vector(n_rows * hidden, 77 + n_rows);
+                const auto weights = routing_weights(n_experts, n_rows, 5 + n_rows + bits);
+                const auto y0 = random_vector(n_rows * hidden, 99);
+                std::vector<float> expected = y0;
+                std::vector<double> scale(expected.size(), 0.0);
+                cpu_experts(ex, weights, n_experts, x, n_rows, &expected, &scale, &pool_);
+
+                DeviceBuffer d_x(x.size() * 4), d_w(weights.size() * 4), d_y(y0.size() * 4);
+                DeviceBuffer d_scratch(affine_experts_scratch_floats(ex.shape, n_experts, n_rows) *
+                                       4);
+                d_x.upload(x.data(), x.size() * 4);
+                d_w.upload(weights.data(), weights.size() * 4);
+                d_y.upload(y0.data(), y0.size() * 4);
+                d_scratch.fill(0xFF);
+                affine_experts_swiglu(ex.shape, ex.d_table.as<ExpertAddress>(), d_w.as<float>(),
+                                      n_experts, d_x.as<float>(), n_rows, d_scratch.as<float>(),
+                                      d_y.as<float>(), true, nullptr);
+                std::vector<float> got(y0.size());
+                d_y.download(got.data(), got.size() * 4);
+                double worst = 0.0;
+                for (size_t i = 0; i < got.size(); ++i) {
+                    const double diff = std::fabs(static_cast<double>(got[i]) - expected[i]);
+                    const double bound = kTolerance * scale[i] + 1e-6 * (1.0 + std::fabs(y0[i]));
+                    ASSERT_LE(diff, bound)
+                        << "bits=" << bits << " group=" << group_size << " n_rows=" << n_rows
+                        << " i=" << i << " gpu=" << got[i] << " cpu=" << expected[i];
+                    worst = std::max(worst, diff);
+                }
+                if (n_rows == kMaxGemvRows) {
+                    std::printf("experts bits=%d group=%d: max |gpu-cpu| %.3g\n", bits, group_size,
+                                worst);
+                }
+            }
+        }
+    }
+}
+
+TEST_F(CudaAffineGemv, ResultsAreBitwiseReproducible) {
+    for (const int bits : kBits) {
+        const TestMatrix m = make_matrix(2560, 6144, bits, 64, 42 + bits);
+        const auto x = random_vector(size_t{4} * 6144, 3);
+        DeviceBuffer d_x(x.size() * 4), d_y(size_t{4} * 2560 * 4);
+        d_x.upload(x.data(), x.size() * 4);
+        std::vector<float> first(size_t{4} * 2560), second(size_t{4} * 2560);
+        for (std::vector<float>* out : {&first, &second}) {
+            d_y.fill(0xFF);
+            affine_gemv(m.device(), d_x.as<float>(), 6144, 4, d_y.as<float>(), 2560, nullptr);
+            d_y.download(out->data(), out->size() * 4);
+        }
+        EXPECT_EQ(std::memcmp(first.data(), second.data(), first.size() * 4), 0) << "bits=" << bits;
+
+        const TestExperts ex = make_experts(10, 2560, 640, bits, 64, 9 + bits);
+        const auto xe = random_vector(size_t{4} * 2560, 4);
+        const auto weights = routing_weights(10, 4, 11);
+        DeviceBuffer d_xe(xe.size() * 4), d_w(weights.size() * 4), d_ye(xe.size() * 4);
+        DeviceBuffer d_scratch(affine_experts_scratch_floats(ex.shape, 10, 4) * 4);
+        d_xe.upload(xe.data(), xe.size() * 4);
+        d_w.upload(weights.data(), weights.size() * 4);
+        for (std::vector<float>* out : {&first, &second}) {
+            d_ye.fill(0xFF);
+            affine_experts_swiglu(ex.shape, ex.d_table.as<ExpertAddress>(), d_w.as<float>(), 10,
+                                  d_xe.as<float>(), 4, d_scratch.as<float>(), d_ye.as<float>(),
+                                  false, nullptr);
+            d_ye.download(out->data(), out->size() * 4);
+        }
+        EXPECT_EQ(std::memcmp(first.data(), second.data(), first.size() * 4), 0)
+            << "experts bits=" << bits;
+    }
+}
+
+TEST_F(CudaAffineGemv, RejectsBadArguments) {
+    const TestMatrix m = make_matrix(8, 64, 4, 64, 1);
+    DeviceBuffer d_x(size_t{4} * 64 * 4), d_y(size_t{4} * 8 * 4);
+    EXPECT_THROW(affine_gemv(m.device(), d_x.as<float>(), 64, 5, d_y.as<float>(), 8, nullptr),
+                 Error);
+    EXPECT_THROW(affine_gemv(m.device(), d_x.as<float>() + 1, 64, 1, d_y.as<float>(), 8, nullptr),
+                 Error);
+    DeviceAffineMatrix five_bit = m.device();
+    five_bit.bits = 5;
+    EXPECT_THROW(affine_gemv(five_bit, d_x.as<float>(), 64, 1, d_y.as<float>(), 8, nullptr), Error);
+}
+
+// Without CUDA (or without a device) every entry point reports why instead of crashing.
+TEST(CudaAffineGemvUnavailable, CallsSayBuiltWithoutCuda) {
+    if (query_devices().built_with_cuda) GTEST_SKIP() << "built with CUDA";
+    EXPECT_FALSE(have_device());
+    try {
+        affine_gemv(DeviceAffineMatrix{}, nullptr, 0, 1, nullptr, 0, nullptr);
+        FAIL() << "affine_gemv did not throw";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("built without CUDA"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(affine_experts_swiglu(ExpertShape{}, nullptr, nullptr, 0, nullptr, 1, nullptr,
+                                       nullptr, false, nullptr),
+                 Error);
+    EXPECT_THROW(DeviceBuffer(16), Error);
+}
+
+}  // namespace
+}  // namespace cherenkov::engine::cuda
