@@ -77,7 +77,9 @@ PrepareResult prepare_store(const PrepareOptions& options) {
             throw error.with_context("existing store " + options.output_dir +
                                      " is invalid (remove it to pack again)");
         }
-        require_same_source(options, result.manifest.source);
+        // Without a source (an indexed model whose download is gone) the catalog already ties
+        // the store to its model.
+        if (!options.source_dir.empty()) require_same_source(options, result.manifest.source);
     } else {
         PackOptions pack;
         pack.source_dir = options.source_dir;

@@ -153,10 +153,15 @@ PrepareModelResult prepare_model(const PrepareModelOptions& prepare, const Index
     std::error_code ec;
     const bool need_source = !(fs::is_directory(output_dir, ec) && looks_like_store(output_dir));
     SourceCopy source;
+    // Local sources are always named, so an existing store is checked against them; an HF
+    // source is only downloaded when there is no store yet.
+    if (model.source.kind == SourceKind::Local || model.source.kind == SourceKind::Disk) {
+        source.dir = model.source.path;
+    }
     if (need_source) {
         switch (model.source.kind) {
             case SourceKind::Local:
-            case SourceKind::Disk: source.dir = model.source.path; break;
+            case SourceKind::Disk: break;
             case SourceKind::Hf:
                 source = obtain_hf_source(index, model.id, estimated_store_bytes(index, model),
                                           options, result);
