@@ -1,7 +1,7 @@
 // `cherenkov prompt MODEL --messages FILE [--tools FILE] [--tokens]` renders a conversation
 // through the checkpoint's chat template and prints the prompt exactly (no newline added), or
 // with --tokens its token ids as a JSON array. MODEL is a directory holding the tokenizer and
-// template files (chat_template.jinja or tokenizer_config.json).
+// template files (chat_template.jinja or tokenizer_config.json), or any model selector.
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "base/file.h"
 #include "cli/commands.h"
+#include "cli/model_options.h"
 #include "text/chat_message.h"
 #include "text/chat_template.h"
 #include "text/tokenizer/tokenizer.h"
@@ -36,7 +37,8 @@ struct PromptOptions {
 };
 
 int run_prompt(const PromptOptions& options) {
-    const text::ChatTemplate chat_template = text::ChatTemplate::load_directory(options.model);
+    const std::string text_dir = text_files_dir(options.model);
+    const text::ChatTemplate chat_template = text::ChatTemplate::load_directory(text_dir);
     std::vector<text::ChatMessage> messages;
     try {
         messages = text::parse_messages(read_json_file(options.messages_path));
@@ -54,7 +56,7 @@ int run_prompt(const PromptOptions& options) {
         std::cout.flush();
         return 0;
     }
-    const text::Tokenizer tokenizer = text::Tokenizer::load_directory(options.model);
+    const text::Tokenizer tokenizer = text::Tokenizer::load_directory(text_dir);
     std::cout << nlohmann::json(tokenizer.encode(prompt, true)).dump() << '\n';
     std::cout.flush();
     return 0;
@@ -67,7 +69,7 @@ Command register_prompt(CLI::App& parent) {
     CLI::App* app =
         parent.add_subcommand("prompt", "Render messages through the checkpoint's chat template");
     app->add_option("model", options->model,
-                    "Directory holding chat_template.jinja or tokenizer_config.json")
+                    "Directory holding chat_template.jinja or tokenizer_config.json, or any model selector")
         ->required();
     app->add_option("--messages", options->messages_path,
                     "JSON file with the list of OpenAI-style messages")

@@ -1,6 +1,6 @@
 // `cherenkov tokenize MODEL TEXT [--json] [--no-special]` prints token ids and pieces;
 // `cherenkov detokenize MODEL IDS` prints the text of ids. MODEL is a directory holding the
-// tokenizer files. Both take `--batch-jsonl FILE` for many inputs in one run: tokenize reads one
+// tokenizer files or any model selector (docs/model-index.md). Both take `--batch-jsonl FILE` for many inputs in one run: tokenize reads one
 // JSON string per line and writes one JSON array of ids per line; detokenize reads one JSON array
 // of ids per line and writes one JSON string per line.
 #include <charconv>
@@ -14,6 +14,7 @@
 
 #include "base/error.h"
 #include "cli/commands.h"
+#include "cli/model_options.h"
 #include "text/tokenizer/tokenizer.h"
 #include "text/tokenizer/utf8.h"
 
@@ -193,7 +194,7 @@ Command register_tokenize(CLI::App& parent) {
     auto options = std::make_shared<Options>();
     CLI::App* app = parent.add_subcommand("tokenize", "Print the token ids (and pieces) of a text");
     app->add_option("model", options->model,
-                    "Directory holding tokenizer.json or vocab.json + merges.txt")
+                    "Directory holding tokenizer.json or vocab.json + merges.txt, or any model selector")
         ->required();
     app->add_option("text", options->text, "Text to tokenize (UTF-8)");
     app->add_flag("--json", options->json,
@@ -204,7 +205,7 @@ Command register_tokenize(CLI::App& parent) {
         "--batch-jsonl", options->batch_jsonl,
         "Read one JSON string per line from FILE; print one JSON array of ids per line");
     auto run = [options, app]() {
-        const Tokenizer tokenizer = Tokenizer::load_directory(options->model);
+        const Tokenizer tokenizer = Tokenizer::load_directory(text_files_dir(options->model));
         if (!options->batch_jsonl.empty()) {
             return run_tokenize_batch(tokenizer, options->batch_jsonl, !options->no_special);
         }
@@ -226,7 +227,7 @@ Command register_detokenize(CLI::App& parent) {
     CLI::App* app = parent.add_subcommand(
         "detokenize", "Print the text of token ids (exactly its bytes, no newline added)");
     app->add_option("model", options->model,
-                    "Directory holding tokenizer.json or vocab.json + merges.txt")
+                    "Directory holding tokenizer.json or vocab.json + merges.txt, or any model selector")
         ->required();
     app->add_option("ids", options->ids, "Token ids, separated by commas or spaces");
     app->add_flag("--skip-special", options->skip_special, "Leave out special tokens");
@@ -235,7 +236,7 @@ Command register_detokenize(CLI::App& parent) {
         "--batch-jsonl", options->batch_jsonl,
         "Read one JSON array of ids per line from FILE; print one JSON string per line");
     auto run = [options]() {
-        const Tokenizer tokenizer = Tokenizer::load_directory(options->model);
+        const Tokenizer tokenizer = Tokenizer::load_directory(text_files_dir(options->model));
         if (!options->batch_jsonl.empty()) {
             return run_detokenize_batch(tokenizer, options->batch_jsonl, options->skip_special);
         }

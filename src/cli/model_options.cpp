@@ -1,5 +1,7 @@
 #include "cli/model_options.h"
 
+#include <filesystem>
+
 namespace cherenkov::cli {
 
 void add_model_options(CLI::App* app, ModelOptions& options) {
@@ -38,6 +40,19 @@ OpenedModel load_model(const ModelOptions& options) {
     load.max_rows = options.max_rows;
     opened.loaded = engine::LoadedModel::load(load);
     return opened;
+}
+
+}  // namespace cherenkov::cli
+
+namespace cherenkov::cli {
+
+std::string text_files_dir(const std::string& model) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    for (const char* name : {"tokenizer.json", "tokenizer_config.json", "vocab.json", "chat_template.jinja"}) {
+        if (fs::exists(fs::path(model) / name, ec)) return model;
+    }
+    return store::resolve_model(model, store::index_options_from_environment("", "")).store_dir;
 }
 
 }  // namespace cherenkov::cli

@@ -36,4 +36,9 @@ struct OpenedModel {
 
 OpenedModel load_model(const ModelOptions& options);
 
+// The directory holding a model's tokenizer and template files: `model` itself when it holds
+// one of them (tokenizer.json, tokenizer_config.json, vocab.json, chat_template.jinja), else the
+// store any index selector resolves to.
+std::string text_files_dir(const std::string& model);
+
 }  // namespace cherenkov::cli

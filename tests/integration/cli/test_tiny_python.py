@@ -44,3 +44,12 @@ def test_heldout_perplexity_matches_pytorch(run_cli, store):
     assert out["scored_tokens"] == 11811
     # PyTorch on the Q4-dequantized checkpoint: NLL 2.4127905 (README "Perplexity to compare").
     assert abs(out["mean_nll"] - 2.4127905) < 1e-3
+
+
+def test_text_commands_and_generation_accept_index_selectors(run_cli, tmp_path):
+    # prepare registers the model; its ID then selects it for every command.
+    out = json.loads(run_cli("prepare", MODEL, "--name", "tiny-py", "--json").stdout)
+    assert out
+    ids = run_cli("tokenize", "tiny-py", "def f(x):").stdout.split("\n")[0]
+    assert ids == run_cli("tokenize", MODEL, "def f(x):").stdout.split("\n")[0]
+    assert run_cli("tiny-py", "def f(x):", "--raw", "--max-tokens", "4").stdout.strip()
