@@ -65,15 +65,17 @@ int run_bench(const BenchOptions& options) {
         const double decode_tps = static_cast<double>(decoded) / stats.decode_seconds;
         best_prefill = std::max(best_prefill, prefill_tps);
         best_decode = std::max(best_decode, decode_tps);
-        runs.push_back({{"prefill_tokens_per_second", prefill_tps},
-                        {"decode_tokens_per_second", decode_tps},
-                        {"prefill_expert_bytes_per_token",
-                         static_cast<double>(bytes_after_prefill - bytes_start) / static_cast<double>(stats.prompt_tokens)},
-                        {"decode_expert_bytes_per_token",
-                         static_cast<double>(bytes_end - bytes_after_prefill) / static_cast<double>(decoded)},
-                        {"decode_steps", stats.decode_steps},
-                        {"drafts_proposed", stats.drafts_proposed},
-                        {"drafts_accepted", stats.drafts_accepted}});
+        runs.push_back(
+            {{"prefill_tokens_per_second", prefill_tps},
+             {"decode_tokens_per_second", decode_tps},
+             {"prefill_expert_bytes_per_token",
+              static_cast<double>(bytes_after_prefill - bytes_start) /
+                  static_cast<double>(stats.prompt_tokens)},
+             {"decode_expert_bytes_per_token",
+              static_cast<double>(bytes_end - bytes_after_prefill) / static_cast<double>(decoded)},
+             {"decode_steps", stats.decode_steps},
+             {"drafts_proposed", stats.drafts_proposed},
+             {"drafts_accepted", stats.drafts_accepted}});
     }
     nlohmann::json report = {{"model", opened.store_dir()},
                              {"threads", loaded->pool().size()},
@@ -92,16 +94,20 @@ int run_bench(const BenchOptions& options) {
         std::cout << report.dump(2) << '\n';
         return 0;
     }
-    std::printf("model %s, %d threads, Q%d experts, prompt %lld, generate %lld, drafts %d\n", opened.store_dir().c_str(),
-                loaded->pool().size(), loaded->expert_bits(), static_cast<long long>(options.prompt_tokens),
+    std::printf("model %s, %d threads, Q%d experts, prompt %lld, generate %lld, drafts %d\n",
+                opened.store_dir().c_str(), loaded->pool().size(), loaded->expert_bits(),
+                static_cast<long long>(options.prompt_tokens),
                 static_cast<long long>(options.gen_tokens), options.drafts);
     for (const auto& run : runs) {
-        std::printf("prefill %9.2f tok/s  decode %8.2f tok/s  expert MB/token: prefill %.3f decode %.3f\n",
-                    run["prefill_tokens_per_second"].get<double>(), run["decode_tokens_per_second"].get<double>(),
-                    run["prefill_expert_bytes_per_token"].get<double>() / 1e6,
-                    run["decode_expert_bytes_per_token"].get<double>() / 1e6);
+        std::printf(
+            "prefill %9.2f tok/s  decode %8.2f tok/s  expert MB/token: prefill %.3f decode %.3f\n",
+            run["prefill_tokens_per_second"].get<double>(),
+            run["decode_tokens_per_second"].get<double>(),
+            run["prefill_expert_bytes_per_token"].get<double>() / 1e6,
+            run["decode_expert_bytes_per_token"].get<double>() / 1e6);
     }
-    std::printf("peak RSS %.1f MB, dense %.1f MB\n", report["memory"]["peak_rss_bytes"].get<double>() / 1e6,
+    std::printf("peak RSS %.1f MB, dense %.1f MB\n",
+                report["memory"]["peak_rss_bytes"].get<double>() / 1e6,
                 report["memory"]["dense_bytes"].get<double>() / 1e6);
     return 0;
 }
@@ -110,11 +116,13 @@ int run_bench(const BenchOptions& options) {
 
 Command register_bench(CLI::App& parent) {
     auto options = std::make_shared<BenchOptions>();
-    CLI::App* app = parent.add_subcommand("bench", "Measure prefill and decode speed, expert reads and memory");
+    CLI::App* app =
+        parent.add_subcommand("bench", "Measure prefill and decode speed, expert reads and memory");
     add_model_options(app, options->model);
     app->add_option("--prompt-tokens", options->prompt_tokens, "Prompt length (default 128)");
     app->add_option("--gen-tokens", options->gen_tokens, "Tokens to generate (default 32)");
-    app->add_option("--drafts", options->drafts, "MTP drafts (default 0)")->check(CLI::IsMember({0, 1, 2}));
+    app->add_option("--drafts", options->drafts, "MTP drafts (default 0)")
+        ->check(CLI::IsMember({0, 1, 2}));
     app->add_option("--repeat", options->repeat, "Runs (default 3)");
     app->add_option("--seed", options->seed, "Prompt seed");
     app->add_flag("--json", options->json, "JSON report on stdout");

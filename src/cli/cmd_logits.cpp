@@ -47,7 +47,8 @@ std::vector<int32_t> parse_token_list(const std::string& list) {
 }
 
 int run_logits(const LogitsOptions& options) {
-    if (options.tokens.empty() == options.text.empty()) throw_invalid("give exactly one of --tokens and --text");
+    if (options.tokens.empty() == options.text.empty())
+        throw_invalid("give exactly one of --tokens and --text");
     if (options.top < 1) throw_invalid("--top must be at least 1");
     OpenedModel opened = load_model(options.model);
     engine::LoadedModel* loaded = opened.loaded.get();
@@ -69,7 +70,8 @@ int run_logits(const LogitsOptions& options) {
     if (options.full) {
         nlohmann::json rows = nlohmann::json::array();
         for (int64_t t = 0; t < result.n_logit_rows; ++t) {
-            rows.push_back(std::vector<float>(result.logits.begin() + t * vocab, result.logits.begin() + (t + 1) * vocab));
+            rows.push_back(std::vector<float>(result.logits.begin() + t * vocab,
+                                              result.logits.begin() + (t + 1) * vocab));
         }
         out["logits"] = rows;
     } else {
@@ -79,8 +81,9 @@ int run_logits(const LogitsOptions& options) {
         for (int64_t t = 0; t < result.n_logit_rows; ++t) {
             const float* row = result.logits.data() + t * vocab;
             std::iota(order.begin(), order.end(), 0);
-            std::partial_sort(order.begin(), order.begin() + static_cast<int64_t>(k), order.end(),
-                              [&](int32_t a, int32_t b) { return row[a] != row[b] ? row[a] > row[b] : a < b; });
+            std::partial_sort(
+                order.begin(), order.begin() + static_cast<int64_t>(k), order.end(),
+                [&](int32_t a, int32_t b) { return row[a] != row[b] ? row[a] > row[b] : a < b; });
             nlohmann::json entries = nlohmann::json::array();
             for (size_t i = 0; i < k; ++i) entries.push_back({order[i], row[order[i]]});
             top.push_back(entries);
@@ -95,7 +98,8 @@ int run_logits(const LogitsOptions& options) {
 
 Command register_logits(CLI::App& parent) {
     auto options = std::make_shared<LogitsOptions>();
-    CLI::App* app = parent.add_subcommand("logits", "Run one forward pass and print logits as JSON");
+    CLI::App* app =
+        parent.add_subcommand("logits", "Run one forward pass and print logits as JSON");
     add_model_options(app, options->model);
     app->add_option("--tokens", options->tokens, "Comma-separated token ids");
     app->add_option("--text", options->text, "Text to tokenize (special tokens parsed)");

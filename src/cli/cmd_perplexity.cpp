@@ -28,7 +28,8 @@ int run_perplexity(const PerplexityOptions& options) {
     const std::string text = read_text_file(options.file);
     OpenedModel opened = load_model(options.model);
     engine::LoadedModel* loaded = opened.loaded.get();
-    const std::vector<int32_t> tokens = text::Tokenizer::load_directory(opened.store_dir()).encode(text, false);
+    const std::vector<int32_t> tokens =
+        text::Tokenizer::load_directory(opened.store_dir()).encode(text, false);
     if (tokens.size() < 2) throw_invalid(options.file + ": fewer than 2 tokens");
     const int64_t vocab = loaded->model().vocab_size();
     double nll = 0.0;
@@ -55,14 +56,16 @@ int run_perplexity(const PerplexityOptions& options) {
     }
     const double ppl = std::exp(nll / static_cast<double>(scored));
     if (options.json) {
-        nlohmann::json out = {{"file", options.file},   {"tokens", tokens.size()}, {"scored_tokens", scored},
-                              {"windows", windows},     {"ctx", options.ctx},      {"mean_nll", nll / scored},
+        nlohmann::json out = {{"file", options.file},    {"tokens", tokens.size()},
+                              {"scored_tokens", scored}, {"windows", windows},
+                              {"ctx", options.ctx},      {"mean_nll", nll / scored},
                               {"perplexity", ppl}};
         std::cout << out.dump() << '\n';
     } else {
-        std::printf("perplexity: %.4f (mean NLL %.4f nats over %lld tokens, %lld windows of up to %lld)\n", ppl,
-                    nll / static_cast<double>(scored), static_cast<long long>(scored), static_cast<long long>(windows),
-                    static_cast<long long>(options.ctx));
+        std::printf(
+            "perplexity: %.4f (mean NLL %.4f nats over %lld tokens, %lld windows of up to %lld)\n",
+            ppl, nll / static_cast<double>(scored), static_cast<long long>(scored),
+            static_cast<long long>(windows), static_cast<long long>(options.ctx));
     }
     return 0;
 }

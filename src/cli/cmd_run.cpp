@@ -40,15 +40,19 @@ std::vector<int32_t> prompt_tokens(const RunOptions& options, const std::string&
     messages.push_back({{"role", "user"}, {"content", options.prompt}});
     text::RenderOptions render;
     render.add_generation_prompt = true;
-    const std::string rendered = chat_template.render(text::parse_messages(messages), nlohmann::ordered_json(), render);
+    const std::string rendered =
+        chat_template.render(text::parse_messages(messages), nlohmann::ordered_json(), render);
     return tokenizer.encode(rendered, true);
 }
 
 void print_timings(const engine::GenerationStats& s, double load_seconds, bool first) {
     if (first) std::fprintf(stderr, "load: %.3f s\n", load_seconds);
-    const auto rate = [](int64_t n, double secs) { return secs > 0 ? static_cast<double>(n) / secs : 0.0; };
-    std::fprintf(stderr, "prefill: %lld tokens in %.3f s (%.2f tok/s)\n", static_cast<long long>(s.prompt_tokens),
-                 s.prefill_seconds, rate(s.prompt_tokens, s.prefill_seconds));
+    const auto rate = [](int64_t n, double secs) {
+        return secs > 0 ? static_cast<double>(n) / secs : 0.0;
+    };
+    std::fprintf(stderr, "prefill: %lld tokens in %.3f s (%.2f tok/s)\n",
+                 static_cast<long long>(s.prompt_tokens), s.prefill_seconds,
+                 rate(s.prompt_tokens, s.prefill_seconds));
     // The first generated token comes from the prefill; decode covers the rest.
     const int64_t decoded = std::max<int64_t>(s.generated_tokens - 1, 0);
     std::fprintf(stderr, "decode: %lld tokens in %.3f s (%.2f tok/s), %lld steps, stop: %s\n",
@@ -56,8 +60,10 @@ void print_timings(const engine::GenerationStats& s, double load_seconds, bool f
                  static_cast<long long>(s.decode_steps), s.stop_reason.c_str());
     if (s.speculation) {
         std::fprintf(stderr, "mtp: draft 1 accepted %lld/%lld, draft 2 accepted %lld/%lld\n",
-                     static_cast<long long>(s.drafts_accepted[0]), static_cast<long long>(s.drafts_proposed[0]),
-                     static_cast<long long>(s.drafts_accepted[1]), static_cast<long long>(s.drafts_proposed[1]));
+                     static_cast<long long>(s.drafts_accepted[0]),
+                     static_cast<long long>(s.drafts_proposed[0]),
+                     static_cast<long long>(s.drafts_accepted[1]),
+                     static_cast<long long>(s.drafts_proposed[1]));
     }
 }
 
@@ -76,11 +82,13 @@ int run_generate(const RunOptions& options) {
     generation.sampling = options.sampling;
     generation.stop_at_eos = !options.no_eos;
     generation.max_ctx = options.max_ctx;
-    for (int64_t id : loaded->weights().config.eos_token_ids) generation.eos_ids.push_back(static_cast<int32_t>(id));
+    for (int64_t id : loaded->weights().config.eos_token_ids)
+        generation.eos_ids.push_back(static_cast<int32_t>(id));
     if (auto eos = tokenizer.eos_token_id()) generation.eos_ids.push_back(*eos);
     if (static_cast<int64_t>(prompt.size()) >= options.max_ctx) {
-        throw_invalid("the prompt has " + std::to_string(prompt.size()) + " tokens, more than --max-ctx " +
-                      std::to_string(options.max_ctx) + " allows");
+        throw_invalid("the prompt has " + std::to_string(prompt.size()) +
+                      " tokens, more than --max-ctx " + std::to_string(options.max_ctx) +
+                      " allows");
     }
 
     std::ofstream trace;
@@ -101,7 +109,8 @@ int run_generate(const RunOptions& options) {
         });
         std::cout << detokenizer.finish() << '\n' << std::flush;
         print_timings(stats, loaded->load_seconds(), i == 0);
-        std::fprintf(stderr, "memory_stats %s\n", loaded->memory_stats(&generator.state()).dump().c_str());
+        std::fprintf(stderr, "memory_stats %s\n",
+                     loaded->memory_stats(&generator.state()).dump().c_str());
         if (i == 0) std::fprintf(stderr, "expert pool: %s\n", loaded->pool_description().c_str());
     }
     return 0;
@@ -111,25 +120,35 @@ int run_generate(const RunOptions& options) {
 
 Command register_run(CLI::App& parent) {
     auto options = std::make_shared<RunOptions>();
-    CLI::App* app = parent.add_subcommand("run", "Generate text (the default command: cherenkov MODEL 'prompt')");
+    CLI::App* app = parent.add_subcommand(
+        "run", "Generate text (the default command: cherenkov MODEL 'prompt')");
     add_model_options(app, options->model);
-    app->add_option("prompt", options->prompt, "The user message (or raw text with --raw)")->required();
-    app->add_option("--max-tokens", options->max_tokens, "Tokens to generate (default 256)")->check(CLI::NonNegativeNumber);
-    app->add_option("--drafts", options->drafts, "MTP drafts per step: 0, 1 or 2 (default 2, adaptive)")
+    app->add_option("prompt", options->prompt, "The user message (or raw text with --raw)")
+        ->required();
+    app->add_option("--max-tokens", options->max_tokens, "Tokens to generate (default 256)")
+        ->check(CLI::NonNegativeNumber);
+    app->add_option("--drafts", options->drafts,
+                    "MTP drafts per step: 0, 1 or 2 (default 2, adaptive)")
         ->check(CLI::IsMember({0, 1, 2}));
-    app->add_option("--temperature", options->sampling.temperature, "Sampling temperature (default 0: greedy)");
+    app->add_option("--temperature", options->sampling.temperature,
+                    "Sampling temperature (default 0: greedy)");
     app->add_option("--top-k", options->sampling.top_k, "Keep the K most likely tokens (0: off)");
     app->add_option("--top-p", options->sampling.top_p, "Nucleus sampling mass (1: off)");
-    app->add_option("--presence-penalty", options->sampling.presence_penalty, "Penalty per seen token");
-    app->add_option("--frequency-penalty", options->sampling.frequency_penalty, "Penalty per occurrence");
-    app->add_option("--repetition-penalty", options->sampling.repetition_penalty, "CTRL-style penalty (1: off)");
+    app->add_option("--presence-penalty", options->sampling.presence_penalty,
+                    "Penalty per seen token");
+    app->add_option("--frequency-penalty", options->sampling.frequency_penalty,
+                    "Penalty per occurrence");
+    app->add_option("--repetition-penalty", options->sampling.repetition_penalty,
+                    "CTRL-style penalty (1: off)");
     app->add_option("--seed", options->sampling.seed, "Sampling seed (default 0)");
     app->add_flag("--no-eos", options->no_eos, "Do not stop at EOS");
-    app->add_option("--repeat", options->repeat, "Generate N times with the loaded weights (fresh state)");
+    app->add_option("--repeat", options->repeat,
+                    "Generate N times with the loaded weights (fresh state)");
     app->add_flag("--raw", options->raw, "Use the prompt as raw text, without the chat template");
     app->add_option("--trace-routing", options->trace_routing,
                     "Write every step's expert routing to FILE (routing-trace text format)");
-    app->add_option("--max-ctx", options->max_ctx, "Context limit in tokens (default 4096)")->check(CLI::PositiveNumber);
+    app->add_option("--max-ctx", options->max_ctx, "Context limit in tokens (default 4096)")
+        ->check(CLI::PositiveNumber);
     return {app, [options]() { return run_generate(*options); }};
 }
 

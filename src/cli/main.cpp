@@ -19,16 +19,11 @@ int main(int argc, char** argv) {
                    "error, warn, info or debug (default: $CHERENKOV_LOG, else warn)");
 
     std::vector<cherenkov::cli::Command> commands = {
-        cherenkov::cli::register_inspect(app),
-        cherenkov::cli::register_prepare(app),
-        cherenkov::cli::register_tokenize(app),
-        cherenkov::cli::register_detokenize(app),
-        cherenkov::cli::register_prompt(app),
-        cherenkov::cli::register_run(app),
-        cherenkov::cli::register_logits(app),
-        cherenkov::cli::register_perplexity(app),
-        cherenkov::cli::register_bench(app),
-        cherenkov::cli::register_paths(app),
+        cherenkov::cli::register_inspect(app),  cherenkov::cli::register_prepare(app),
+        cherenkov::cli::register_tokenize(app), cherenkov::cli::register_detokenize(app),
+        cherenkov::cli::register_prompt(app),   cherenkov::cli::register_run(app),
+        cherenkov::cli::register_logits(app),   cherenkov::cli::register_perplexity(app),
+        cherenkov::cli::register_bench(app),    cherenkov::cli::register_paths(app),
         cherenkov::cli::register_download(app),
     };
     for (auto& command : cherenkov::cli::register_model_commands(app)) commands.push_back(command);

@@ -5,29 +5,37 @@
 namespace cherenkov::cli {
 
 void add_model_options(CLI::App* app, ModelOptions& options) {
-    app->add_option("model", options.model,
-                    "Model: alias, ID, hf:// or disk:// URI, commit prefix, or a packed store directory")
+    app->add_option(
+           "model", options.model,
+           "Model: alias, ID, hf:// or disk:// URI, commit prefix, or a packed store directory")
         ->required();
     app->add_option("--root", options.root, "Data root of the model index (default: XDG paths)");
-    app->add_option("--experts", options.experts, "Routed expert precision: 4, 3 or 2 bits (default 4)")
+    app->add_option("--experts", options.experts,
+                    "Routed expert precision: 4, 3 or 2 bits (default 4)")
         ->check(CLI::IsMember({4, 3, 2}));
     app->add_option("--threads", options.threads, "CPU threads (default: every online CPU)")
         ->check(CLI::NonNegativeNumber);
-    app->add_option("--miss-experts", options.miss_experts,
-                    "Precision of unpredicted expert misses (mixed mode with Q4 residents): 4, 3 or 2")
+    app->add_option(
+           "--miss-experts", options.miss_experts,
+           "Precision of unpredicted expert misses (mixed mode with Q4 residents): 4, 3 or 2")
         ->check(CLI::IsMember({0, 4, 3, 2}));
     app->add_option("--pool-gb", options.pool_gb,
-                    "Expert cache size: N decimal GB, max, or adaptive (default; from available memory); 0: no cache");
-    app->add_option("--cache-policy", options.cache_policy, "Expert replacement: lru (default) or frequency")
+                    "Expert cache size: N decimal GB, max, or adaptive (default; from available "
+                    "memory); 0: no cache");
+    app->add_option("--cache-policy", options.cache_policy,
+                    "Expert replacement: lru (default) or frequency")
         ->check(CLI::IsMember({"lru", "frequency"}));
     app->add_option("--cut-weak", options.cut_weak,
-                    "Skip late weak experts below this routing weight (default 0: off; output becomes timing-dependent)");
-    app->add_option("--io-threads", options.io_threads, "Expert reads in flight (default 4)")->check(CLI::PositiveNumber);
+                    "Skip late weak experts below this routing weight (default 0: off; output "
+                    "becomes timing-dependent)");
+    app->add_option("--io-threads", options.io_threads, "Expert reads in flight (default 4)")
+        ->check(CLI::PositiveNumber);
 }
 
 OpenedModel load_model(const ModelOptions& options) {
     OpenedModel opened;
-    opened.resolved = store::resolve_model(options.model, store::index_options_from_environment(options.root, ""));
+    opened.resolved = store::resolve_model(options.model,
+                                           store::index_options_from_environment(options.root, ""));
     engine::LoadOptions load;
     load.store_dir = opened.resolved.store_dir;
     load.expert_bits = options.experts;
@@ -49,7 +57,8 @@ namespace cherenkov::cli {
 std::string text_files_dir(const std::string& model) {
     namespace fs = std::filesystem;
     std::error_code ec;
-    for (const char* name : {"tokenizer.json", "tokenizer_config.json", "vocab.json", "chat_template.jinja"}) {
+    for (const char* name :
+         {"tokenizer.json", "tokenizer_config.json", "vocab.json", "chat_template.jinja"}) {
         if (fs::exists(fs::path(model) / name, ec)) return model;
     }
     return store::resolve_model(model, store::index_options_from_environment("", "")).store_dir;

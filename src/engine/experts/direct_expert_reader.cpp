@@ -21,14 +21,16 @@ struct AlignedFree {
 using AlignedBuffer = std::unique_ptr<std::byte, AlignedFree>;
 
 AlignedBuffer allocate_aligned(uint64_t n_bytes) {
-    void* p = std::aligned_alloc(store::kRecordAlign, store::align_up(n_bytes, store::kRecordAlign));
-    if (p == nullptr) throw Error(ErrorKind::ResourceExhausted, "out of memory for an expert record");
+    void* p =
+        std::aligned_alloc(store::kRecordAlign, store::align_up(n_bytes, store::kRecordAlign));
+    if (p == nullptr)
+        throw Error(ErrorKind::ResourceExhausted, "out of memory for an expert record");
     return AlignedBuffer(static_cast<std::byte*>(p));
 }
 
 // Reads every record at fetch time, then delivers them in request order.
 class DirectBatch final : public ExpertBatch {
-   public:
+public:
     DirectBatch(std::vector<AlignedBuffer> records, const store::ExpertLayout& layout)
         : records_(std::move(records)), layout_(layout) {}
 
@@ -40,7 +42,7 @@ class DirectBatch final : public ExpertBatch {
         return true;
     }
 
-   private:
+private:
     std::vector<AlignedBuffer> records_;
     const store::ExpertLayout& layout_;
     size_t next_ = 0;

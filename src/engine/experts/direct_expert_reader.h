@@ -12,7 +12,7 @@
 namespace cherenkov::engine {
 
 class DirectExpertReader final : public ExpertSource {
-   public:
+public:
     // Opens `experts_path` (experts.bin / experts3.bin / experts2.bin) laid out as `layout`.
     // Throws NotFound / Corrupt when the file is missing or its size disagrees with the layout.
     DirectExpertReader(const std::string& experts_path, const store::ExpertLayout& layout);
@@ -24,7 +24,7 @@ class DirectExpertReader final : public ExpertSource {
     uint64_t bytes_read() const { return bytes_read_.load(); }
     uint64_t records_read() const { return records_read_.load(); }
 
-   private:
+private:
     std::string path_;
     store::ExpertLayout layout_;
     UniqueFd fd_;

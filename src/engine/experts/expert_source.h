@@ -37,7 +37,7 @@ struct ExpertRequest {
 // The experts of one layer for one step. The records stay valid (and their slots pinned) until
 // the batch is destroyed.
 class ExpertBatch {
-   public:
+public:
     virtual ~ExpertBatch() = default;
     // Blocks until one more requested expert is ready; sets its index in the request and its
     // weights. Returns false once every expert has been delivered. Residents come first, then
@@ -50,7 +50,7 @@ class ExpertBatch {
 };
 
 class ExpertSource {
-   public:
+public:
     virtual ~ExpertSource() = default;
 
     // The table layout (bits of the resident precision, shapes, record size).

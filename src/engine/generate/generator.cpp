@@ -14,7 +14,8 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }
 
 std::span<const float> row_of(const std::vector<float>& logits, int64_t row, int64_t vocab) {
-    return std::span<const float>(logits).subspan(static_cast<size_t>(row * vocab), static_cast<size_t>(vocab));
+    return std::span<const float>(logits).subspan(static_cast<size_t>(row * vocab),
+                                                  static_cast<size_t>(vocab));
 }
 
 }  // namespace
@@ -87,8 +88,8 @@ GenerationStats Generator::generate(std::span<const int32_t> prompt,
 
     const auto decode_start = std::chrono::steady_clock::now();
     const auto is_eos = [&](int32_t token) {
-        return options_.stop_at_eos &&
-               std::find(options_.eos_ids.begin(), options_.eos_ids.end(), token) != options_.eos_ids.end();
+        return options_.stop_at_eos && std::find(options_.eos_ids.begin(), options_.eos_ids.end(),
+                                                 token) != options_.eos_ids.end();
     };
     // Emits one token; false when generation must stop.
     const auto emit = [&](int32_t token) {
@@ -121,16 +122,20 @@ GenerationStats Generator::generate(std::span<const int32_t> prompt,
             break;
         }
         int n_drafts = std::min<int64_t>(policy.next(), room - 1);
-        n_drafts = static_cast<int>(std::min<int64_t>(n_drafts, options_.max_tokens - stats.generated_tokens));
+        n_drafts = static_cast<int>(
+            std::min<int64_t>(n_drafts, options_.max_tokens - stats.generated_tokens));
         std::vector<int32_t> rows = {next};
         if (n_drafts > 0) {
             MtpResult draft = model_.mtp_catch_up(state_, next, false);
             const auto proposed = [&](int j, int32_t token) {
-                return options_.draft_override ? options_.draft_override(stats.generated_tokens + j, j, token) : token;
+                return options_.draft_override
+                           ? options_.draft_override(stats.generated_tokens + j, j, token)
+                           : token;
             };
             rows.push_back(proposed(0, argmax(draft.logits)));
             if (n_drafts > 1) {
-                MtpResult second = model_.mtp_chain(state_, draft.last_residual, rows.back(), state_.position, 1);
+                MtpResult second =
+                    model_.mtp_chain(state_, draft.last_residual, rows.back(), state_.position, 1);
                 rows.push_back(proposed(1, argmax(second.logits)));
             }
         }
@@ -148,8 +153,8 @@ GenerationStats Generator::generate(std::span<const int32_t> prompt,
         }
         // Greedy acceptance: the longest run of drafts equal to the trunk's argmax.
         int accepted = 0;
-        while (accepted < n_drafts &&
-               rows[static_cast<size_t>(accepted + 1)] == argmax(row_of(result.logits, accepted, vocab))) {
+        while (accepted < n_drafts && rows[static_cast<size_t>(accepted) + 1] ==
+                                          argmax(row_of(result.logits, accepted, vocab))) {
             ++accepted;
         }
         for (int j = 0; j < n_drafts; ++j) {

@@ -35,7 +35,7 @@ struct GenerationStats {
     int64_t generated_tokens = 0;
     double prefill_seconds = 0.0;
     double decode_seconds = 0.0;
-    int64_t decode_steps = 0;  // trunk calls after the prefill
+    int64_t decode_steps = 0;                  // trunk calls after the prefill
     std::array<int64_t, 2> drafts_proposed{};  // per draft position
     std::array<int64_t, 2> drafts_accepted{};
     std::string stop_reason;  // "eos", "length", "context", "stopped"
@@ -45,12 +45,12 @@ struct GenerationStats {
 // Adaptive draft count: one draft; two after a round that accepted all its drafts; none for a
 // while when draft 1 keeps failing (acceptance under 25% over the last 8 rounds), then retry.
 class DraftPolicy {
-   public:
+public:
     explicit DraftPolicy(int max_drafts) : max_drafts_(max_drafts) {}
     int next();  // drafts for the coming step (0 = a plain step)
     void record(int proposed, int accepted);
 
-   private:
+private:
     int max_drafts_;
     int current_ = 1;
     int cooldown_ = 0;
@@ -58,7 +58,7 @@ class DraftPolicy {
 };
 
 class Generator {
-   public:
+public:
     Generator(Model& model, GenerationOptions options);
 
     // Runs `prompt` and generates. on_token is called once per emitted token, in order; returning
@@ -69,7 +69,7 @@ class Generator {
 
     const SequenceState& state() const { return state_; }
 
-   private:
+private:
     Model& model_;
     GenerationOptions options_;
     SequenceState state_;

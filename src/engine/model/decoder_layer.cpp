@@ -34,7 +34,8 @@ void decoder_layer_forward(const LayerWeights& weights, const LayerWeights* next
     hyper_connection_mix(weights.mlp_hc, x, n_rows, ctx, mix.data(), inject.data());
     ctx.record("mlp_hc.mix", mix.data(), n_rows * h);
     ctx.record("mlp_hc.inject", inject.data(), n_rows * n_streams);
-    moe_forward(weights.moe, next != nullptr ? &next->moe : nullptr, mix.data(), n_rows, y.data(), ctx);
+    moe_forward(weights.moe, next != nullptr ? &next->moe : nullptr, mix.data(), n_rows, y.data(),
+                ctx);
     hyper_connection_combine(x, inject.data(), y.data(), n_rows, n_streams, h);
     ctx.record("x_out", x, n_rows * width);
 }

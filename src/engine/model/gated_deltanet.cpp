@@ -49,7 +49,8 @@ void gated_deltanet_forward(const GatedDeltaNetWeights& weights, GatedDeltaNetSt
         for (int64_t ch = 0; ch < conv_dim; ++ch) {
             float sum = 0.0F;
             for (int64_t j = 0; j < taps; ++j) {
-                sum += weights.conv[ch * taps + j] * hist[static_cast<size_t>((t + j) * conv_dim + ch)];
+                sum += weights.conv[ch * taps + j] *
+                       hist[static_cast<size_t>((t + j) * conv_dim + ch)];
             }
             out[ch] = silu(sum);
         }
@@ -86,7 +87,8 @@ void gated_deltanet_forward(const GatedDeltaNetWeights& weights, GatedDeltaNetSt
                 for (int64_t i = 0; i < dk; ++i) {
                     const float ki = k[i];
                     const float* si = s + i * dv;
-                    for (int64_t col = 0; col < dv; ++col) u[static_cast<size_t>(col)] += si[col] * ki;
+                    for (int64_t col = 0; col < dv; ++col)
+                        u[static_cast<size_t>(col)] += si[col] * ki;
                 }
                 for (int64_t col = 0; col < dv; ++col) {
                     u[static_cast<size_t>(col)] = b * (v[col] - u[static_cast<size_t>(col)]);
@@ -103,7 +105,8 @@ void gated_deltanet_forward(const GatedDeltaNetWeights& weights, GatedDeltaNetSt
                     }
                 }
                 if (ctx.snapshots != nullptr) {
-                    auto& snap = (*ctx.snapshots)[static_cast<size_t>(t)].gdn[static_cast<size_t>(ctx.layer_index)];
+                    auto& snap = (*ctx.snapshots)[static_cast<size_t>(t)]
+                                     .gdn[static_cast<size_t>(ctx.layer_index)];
                     std::copy(s, s + dk * dv, snap.recurrent.begin() + j * dk * dv);
                 }
             }
@@ -113,8 +116,10 @@ void gated_deltanet_forward(const GatedDeltaNetWeights& weights, GatedDeltaNetSt
 
     if (ctx.snapshots != nullptr) {
         for (int64_t t = 0; t < n_rows; ++t) {
-            auto& snap = (*ctx.snapshots)[static_cast<size_t>(t)].gdn[static_cast<size_t>(ctx.layer_index)];
-            snap.conv.assign(hist.begin() + (t + 1) * conv_dim, hist.begin() + (t + 1 + kept) * conv_dim);
+            auto& snap =
+                (*ctx.snapshots)[static_cast<size_t>(t)].gdn[static_cast<size_t>(ctx.layer_index)];
+            snap.conv.assign(hist.begin() + (t + 1) * conv_dim,
+                             hist.begin() + (t + 1 + kept) * conv_dim);
         }
     }
     std::copy(hist.end() - kept * conv_dim, hist.end(), state.conv.begin());
@@ -125,7 +130,8 @@ void gated_deltanet_forward(const GatedDeltaNetWeights& weights, GatedDeltaNetSt
             float* o = heads.data() + t * value_dim + j * dv;
             rms_norm(o, weights.norm, dv, ctx.eps(), o);
             const float* zj = z.data() + t * value_dim + j * dv;
-            for (int64_t col = 0; col < dv; ++col) o[col] *= gate_activation(c.output_gate, zj[col]);
+            for (int64_t col = 0; col < dv; ++col)
+                o[col] *= gate_activation(c.output_gate, zj[col]);
         }
     }
     weights.out.apply(heads.data(), n_rows, y, ctx.pool);

@@ -16,7 +16,8 @@ void hyper_connection_mix(const HyperConnectionWeights& weights, const float* x,
 
     std::vector<float> normed(static_cast<size_t>(n_rows * width));
     for (int64_t t = 0; t < n_rows; ++t) {
-        grouped_rms_norm(x + t * width, weights.norm, width, h, ctx.eps(), normed.data() + t * width);
+        grouped_rms_norm(x + t * width, weights.norm, width, h, ctx.eps(),
+                         normed.data() + t * width);
     }
     std::vector<float> down(static_cast<size_t>(n_rows * rank));
     weights.down.apply(normed.data(), n_rows, down.data(), ctx.pool);

@@ -25,8 +25,8 @@ SequenceState Model::new_sequence(int64_t max_ctx) const {
 void Model::check_tokens(std::span<const int32_t> tokens) const {
     for (size_t i = 0; i < tokens.size(); ++i) {
         if (tokens[i] < 0 || tokens[i] >= weights_.config.vocab_size) {
-            throw_invalid("token id " + std::to_string(tokens[i]) + " at index " + std::to_string(i) +
-                          " is outside the vocabulary [0, " +
+            throw_invalid("token id " + std::to_string(tokens[i]) + " at index " +
+                          std::to_string(i) + " is outside the vocabulary [0, " +
                           std::to_string(weights_.config.vocab_size) + ")");
         }
     }
@@ -95,12 +95,21 @@ ForwardResult Model::forward(SequenceState& state, std::span<const int32_t> toke
     }
 
     experts_.begin_step();
-    LayerContext ctx{&c, &pool_, &experts_, &rope_, options.trace, "",
-                     options.snapshot_rows ? &state.row_snapshots : nullptr, 0, routing_trace_, trace_step_++};
+    LayerContext ctx{&c,
+                     &pool_,
+                     &experts_,
+                     &rope_,
+                     options.trace,
+                     "",
+                     options.snapshot_rows ? &state.row_snapshots : nullptr,
+                     0,
+                     routing_trace_,
+                     trace_step_++};
     for (size_t l = 0; l < weights_.layers.size(); ++l) {
         ctx.layer_index = static_cast<int64_t>(l);
         if (options.trace != nullptr) ctx.trace_prefix = "layers." + std::to_string(l) + ".";
-        const LayerWeights* next = l + 1 < weights_.layers.size() ? &weights_.layers[l + 1] : nullptr;
+        const LayerWeights* next =
+            l + 1 < weights_.layers.size() ? &weights_.layers[l + 1] : nullptr;
         decoder_layer_forward(weights_.layers[l], next, state.layers[l], ngram_ids[l], x.data(),
                               n_rows, state.position, ctx);
     }
@@ -125,7 +134,8 @@ void Model::commit(SequenceState& state, int64_t n_rows) const {
     const q4::Config& c = weights_.config;
     const auto n_snapshots = static_cast<int64_t>(state.row_snapshots.size());
     if (n_rows < 1 || n_rows > n_snapshots || state.snapshot_base + n_snapshots != state.position) {
-        throw_internal("commit(" + std::to_string(n_rows) + ") without a matching verification call");
+        throw_internal("commit(" + std::to_string(n_rows) +
+                       ") without a matching verification call");
     }
     const int64_t keep = state.snapshot_base + n_rows;
     if (keep < state.position) {
@@ -144,12 +154,14 @@ void Model::commit(SequenceState& state, int64_t n_rows) const {
             const auto n = static_cast<size_t>(c.ngram_context_len);
             std::vector<int64_t> context(n, c.first_eos());
             const size_t have = std::min(n, state.tokens.size());
-            for (size_t i = 0; i < have; ++i) context[n - have + i] = state.tokens[state.tokens.size() - have + i];
+            for (size_t i = 0; i < have; ++i)
+                context[n - have + i] = state.tokens[state.tokens.size() - have + i];
             state.ngram_context = context;
         }
         const auto width = static_cast<size_t>(c.hc_width());
         const auto pending = static_cast<size_t>(std::max<int64_t>(keep - state.mtp_length, 0));
-        if (state.pending_residuals.size() > pending * width) state.pending_residuals.resize(pending * width);
+        if (state.pending_residuals.size() > pending * width)
+            state.pending_residuals.resize(pending * width);
         state.position = keep;
     }
     state.row_snapshots.clear();
@@ -169,9 +181,11 @@ MtpResult Model::mtp_catch_up(SequenceState& state, int32_t next_token, bool all
     tokens.push_back(next_token);
     check_tokens(tokens);
     for (LayerState& layer : state.mtp_layers) {
-        layer.attention.truncate(first, weights_.config.indexer ? weights_.config.indexer->compress_ratio : 0);
+        layer.attention.truncate(
+            first, weights_.config.indexer ? weights_.config.indexer->compress_ratio : 0);
     }
-    MtpResult result = mtp_rows(state, state.pending_residuals.data(), tokens, first, 0, all_logits, trace);
+    MtpResult result =
+        mtp_rows(state, state.pending_residuals.data(), tokens, first, 0, all_logits, trace);
     state.pending_residuals.clear();
     state.mtp_length = state.position;
     return result;
@@ -183,19 +197,22 @@ MtpResult Model::mtp_chain(SequenceState& state, std::span<const float> previous
     check_tokens(tokens);
     const auto& mtp = *weights_.mtp;
     LayerState& layer = state.mtp_layers[static_cast<size_t>(step) % mtp.layers.size()];
-    layer.attention.truncate(position, weights_.config.indexer ? weights_.config.indexer->compress_ratio : 0);
+    layer.attention.truncate(position,
+                             weights_.config.indexer ? weights_.config.indexer->compress_ratio : 0);
     return mtp_rows(state, previous_residual.data(), tokens, position, step, false, nullptr);
 }
 
-MtpResult Model::mtp_rows(SequenceState& state, const float* residuals, std::span<const int32_t> tokens,
-                          int64_t first_position, int64_t step, bool all_logits, ForwardTrace* trace) {
+MtpResult Model::mtp_rows(SequenceState& state, const float* residuals,
+                          std::span<const int32_t> tokens, int64_t first_position, int64_t step,
+                          bool all_logits, ForwardTrace* trace) {
     const q4::Config& c = weights_.config;
     const MtpWeights& mtp = *weights_.mtp;
     const int64_t h = c.hidden_size;
     const int64_t width = c.hc_width();
     const auto n_rows = static_cast<int64_t>(tokens.size());
     const size_t layer_index = static_cast<size_t>(step) % mtp.layers.size();
-    LayerContext ctx{&c, &pool_, &experts_, &rope_, trace, "mtp.", nullptr, 0, routing_trace_, trace_step_++};
+    LayerContext ctx{&c,     &pool_,  &experts_, &rope_,         trace,
+                     "mtp.", nullptr, 0,         routing_trace_, trace_step_++};
 
     // ê, fe, ĥ and U = fc_hidden(ĥ_s) + fe per stream (§6.3).
     std::vector<float> e_hat(static_cast<size_t>(n_rows * h));
@@ -210,7 +227,8 @@ MtpResult Model::mtp_rows(SequenceState& state, const float* residuals, std::spa
     ctx.record("fe", fe.data(), n_rows * h);
     std::vector<float> h_hat(static_cast<size_t>(n_rows * width));
     for (int64_t t = 0; t < n_rows; ++t) {
-        rms_norm(residuals + t * width, mtp.pre_fc_norm_hidden, width, ctx.eps(), h_hat.data() + t * width);
+        rms_norm(residuals + t * width, mtp.pre_fc_norm_hidden, width, ctx.eps(),
+                 h_hat.data() + t * width);
     }
     ctx.record("h_hat", h_hat.data(), n_rows * width);
     std::vector<float> x(static_cast<size_t>(n_rows * width));
@@ -227,8 +245,8 @@ MtpResult Model::mtp_rows(SequenceState& state, const float* residuals, std::spa
 
     experts_.begin_step();
     ctx.trace_prefix = "mtp.layer.";
-    decoder_layer_forward(mtp.layers[layer_index], nullptr, state.mtp_layers[layer_index], {}, x.data(),
-                          n_rows, first_position, ctx);
+    decoder_layer_forward(mtp.layers[layer_index], nullptr, state.mtp_layers[layer_index], {},
+                          x.data(), n_rows, first_position, ctx);
     experts_.end_step();
     if (trace != nullptr) trace->record("mtp.r_prime", x.data(), n_rows * width);
 
@@ -236,8 +254,8 @@ MtpResult Model::mtp_rows(SequenceState& state, const float* residuals, std::spa
     const int64_t first = all_logits ? 0 : n_rows - 1;
     result.n_logit_rows = n_rows - first;
     result.logits.resize(static_cast<size_t>(result.n_logit_rows * c.vocab_size));
-    head(mtp.mixer, mtp.lm_head, x.data() + first * width, result.n_logit_rows, result.logits.data(),
-         trace, "mtp.mixer_out");
+    head(mtp.mixer, mtp.lm_head, x.data() + first * width, result.n_logit_rows,
+         result.logits.data(), trace, "mtp.mixer_out");
     result.last_residual.assign(x.end() - width, x.end());
     return result;
 }

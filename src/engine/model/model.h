@@ -35,12 +35,12 @@ struct ForwardResult {
 // last row (the input of a chained draft).
 struct MtpResult {
     int64_t n_logit_rows = 0;
-    std::vector<float> logits;      // [n_logit_rows, V]
+    std::vector<float> logits;         // [n_logit_rows, V]
     std::vector<float> last_residual;  // [C·H]
 };
 
 class Model {
-   public:
+public:
     Model(const ModelWeights& weights, ExpertSource& experts, ThreadPool& pool);
 
     const model_data::qwen4_exp::Config& config() const { return weights_.config; }
@@ -72,9 +72,10 @@ class Model {
     MtpResult mtp_chain(SequenceState& state, std::span<const float> previous_residual,
                         int32_t token, int64_t position, int64_t step);
 
-   private:
-    MtpResult mtp_rows(SequenceState& state, const float* residuals, std::span<const int32_t> tokens,
-                       int64_t first_position, int64_t step, bool all_logits, ForwardTrace* trace);
+private:
+    MtpResult mtp_rows(SequenceState& state, const float* residuals,
+                       std::span<const int32_t> tokens, int64_t first_position, int64_t step,
+                       bool all_logits, ForwardTrace* trace);
     void head(const HyperConnectionWeights& mixer, const Linear& lm_head, const float* x,
               int64_t n_rows, float* logits, ForwardTrace* trace, const char* trace_name);
     void check_tokens(std::span<const int32_t> tokens) const;

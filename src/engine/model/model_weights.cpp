@@ -18,7 +18,7 @@ using store::DenseTensor;
 
 // Resolves canonical tensor names into views of the mapped dense.bin, checking shapes.
 class Resolver {
-   public:
+public:
     Resolver(const ModelWeights& model, std::string dense_path)
         : model_(model), dense_path_(std::move(dense_path)) {}
 
@@ -82,10 +82,11 @@ class Resolver {
         return values;
     }
 
-   private:
+private:
     const std::byte* at(const store::ByteRange& range) const {
         auto bytes = model_.dense_file->bytes();
-        if (range.end() > bytes.size()) throw_corrupt(dense_path_ + ": range past the end of the file");
+        if (range.end() > bytes.size())
+            throw_corrupt(dense_path_ + ": range past the end of the file");
         return bytes.data() + range.offset;
     }
     void require_f32(const DenseTensor& t) const {
@@ -94,7 +95,7 @@ class Resolver {
                           std::string(store::dense_encoding_name(t.encoding)));
         }
     }
-    void check_shape(const DenseTensor& t, std::vector<uint64_t> expected) const {
+    void check_shape(const DenseTensor& t, const std::vector<uint64_t>& expected) const {
         if (t.shape != expected) {
             auto text = [](const std::vector<uint64_t>& s) {
                 std::string out = "[";
@@ -194,7 +195,8 @@ PleWeights load_ple(const Resolver& r, const ModelWeights& model, const std::str
         if (t.layer == layer) table = &t;
     }
     const std::string ngram_path = model.store_dir + "/ngram.bin";
-    if (table == nullptr) throw_corrupt(ngram_path + ": no n-gram table for layer " + std::to_string(layer));
+    if (table == nullptr)
+        throw_corrupt(ngram_path + ": no n-gram table for layer " + std::to_string(layer));
     if (static_cast<int64_t>(table->width) != c.ngram_head_dim) {
         throw_corrupt(ngram_path + ": layer " + std::to_string(layer) + " table width " +
                       std::to_string(table->width) + ", the config needs " +
@@ -206,9 +208,11 @@ PleWeights load_ple(const Resolver& r, const ModelWeights& model, const std::str
                       std::to_string(w.hash.total_rows));
     }
     if (table->range.end() > model.ngram_file->bytes().size()) {
-        throw_corrupt(ngram_path + ": table of layer " + std::to_string(layer) + " past the end of the file");
+        throw_corrupt(ngram_path + ": table of layer " + std::to_string(layer) +
+                      " past the end of the file");
     }
-    w.table = reinterpret_cast<const uint8_t*>(model.ngram_file->bytes().data() + table->range.offset);
+    w.table =
+        reinterpret_cast<const uint8_t*>(model.ngram_file->bytes().data() + table->range.offset);
     w.table_rows = table->rows;
     w.row_bytes = table->row_bytes;
     w.width = static_cast<int64_t>(table->width);
@@ -281,21 +285,24 @@ void PleWeights::gather_row(int64_t row, float* out) const {
 void PleWeights::prefetch_row(int64_t row) const {
     if (row < 0 || static_cast<uint64_t>(row) >= table_rows) return;
     const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-    const auto begin = reinterpret_cast<uintptr_t>(table + static_cast<uint64_t>(row) * row_bytes);
-    const uintptr_t first = begin / page * page;
-    const uintptr_t last = (begin + row_bytes + page - 1) / page * page;
-    ::posix_madvise(reinterpret_cast<void*>(first), last - first, POSIX_MADV_WILLNEED);
+    const uint8_t* row_start = table + static_cast<uint64_t>(row) * row_bytes;
+    const uintptr_t offset_in_page = reinterpret_cast<uintptr_t>(row_start) % page;
+    // The page-aligned start, derived from the row pointer itself (no integer-to-pointer cast).
+    auto* first = const_cast<uint8_t*>(row_start - offset_in_page);
+    ::posix_madvise(first, offset_in_page + row_bytes, POSIX_MADV_WILLNEED);
 }
 
-uint64_t ModelWeights::resident_bytes() const { return dense_file ? dense_file->bytes().size() : 0; }
+uint64_t ModelWeights::resident_bytes() const {
+    return dense_file ? dense_file->bytes().size() : 0;
+}
 
 std::unique_ptr<ModelWeights> load_model_weights(const std::string& store_dir) {
     auto model = std::make_unique<ModelWeights>();
     model->store_dir = store_dir;
     const std::string manifest_path = store_dir + "/manifest.json";
     model->manifest = store::parse_store_manifest(read_text_file(manifest_path), manifest_path);
-    model->config = q4::parse_config(read_text_file(store_dir + "/config.json"),
-                                     store_dir + "/config.json");
+    model->config =
+        q4::parse_config(read_text_file(store_dir + "/config.json"), store_dir + "/config.json");
     const std::string dense_path = store_dir + "/dense.bin";
     model->dense_file = MappedFile::open(dense_path);
     if (model->dense_file->bytes().size() != model->manifest.dense_bytes) {
@@ -341,7 +348,8 @@ std::unique_ptr<ModelWeights> load_model_weights(const std::string& store_dir) {
         mtp.fc_hidden = r.linear("mtp.fc_hidden", h, h);
         if (ex.n_mtp_layers != c.mtp_num_hidden_layers) {
             throw_corrupt(manifest_path + ": expert table has " + std::to_string(ex.n_mtp_layers) +
-                          " MTP layers, config.json says " + std::to_string(c.mtp_num_hidden_layers));
+                          " MTP layers, config.json says " +
+                          std::to_string(c.mtp_num_hidden_layers));
         }
         for (int64_t i = 0; i < c.mtp_num_hidden_layers; ++i) {
             mtp.layers.push_back(load_layer(r, *model, "mtp.layers." + std::to_string(i),

@@ -38,9 +38,9 @@ struct Linear {
 
 // Hyper-connection mix/combine weights (spec §3.3); `inject` is absent for the final mixers.
 struct HyperConnectionWeights {
-    const float* norm = nullptr;  // [C·H], already 1+w
-    Linear down;                  // [R, C·H]
-    Linear up;                    // [C·H, R]
+    const float* norm = nullptr;   // [C·H], already 1+w
+    Linear down;                   // [R, C·H]
+    Linear up;                     // [C·H, R]
     std::optional<Linear> inject;  // [C, C·H]
 };
 
@@ -57,7 +57,7 @@ struct SparseAttentionWeights {
     const float* q_norm = nullptr;  // [D], 1+w
     const float* k_norm = nullptr;
     bool has_indexer = false;
-    Linear index_qk;                  // [(nI+1)·dI, H]
+    Linear index_qk;                      // [(nI+1)·dI, H]
     const float* index_q_norm = nullptr;  // [dI], 1+w
     const float* index_k_norm = nullptr;
 };

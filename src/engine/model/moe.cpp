@@ -37,9 +37,8 @@ Routing route(const MoeWeights& weights, const float* mix, int64_t n_rows, const
         softmax(p, n_experts);
         std::iota(order.begin(), order.end(), 0);
         const int64_t sorted = std::min(top + 1, n_experts);
-        std::partial_sort(order.begin(), order.begin() + sorted, order.end(), [&](int32_t a, int32_t b) {
-            return p[a] != p[b] ? p[a] > p[b] : a < b;
-        });
+        std::partial_sort(order.begin(), order.begin() + sorted, order.end(),
+                          [&](int32_t a, int32_t b) { return p[a] != p[b] ? p[a] > p[b] : a < b; });
         // (k-th − (k+1)-th probability) / k-th: selections at a tie are implementation-defined.
         if (top < n_experts) {
             const float kth = p[order[static_cast<size_t>(top - 1)]];
@@ -69,15 +68,15 @@ std::vector<ExpertRequest> union_of(const Routing& r) {
             it->max_weight = std::max(it->max_weight, r.weights[i]);
         }
     }
-    std::stable_sort(requests.begin(), requests.end(), [](const ExpertRequest& a, const ExpertRequest& b) {
-        return a.max_weight > b.max_weight;
-    });
+    std::stable_sort(
+        requests.begin(), requests.end(),
+        [](const ExpertRequest& a, const ExpertRequest& b) { return a.max_weight > b.max_weight; });
     return requests;
 }
 
 // SwiGLU MLP on n rows: down(silu(gate(x)) · up(x)).
-void swiglu(const Linear& gate, const Linear& up, const Linear& down, const float* x, int64_t n_rows,
-            float* y, ThreadPool* pool) {
+void swiglu(const Linear& gate, const Linear& up, const Linear& down, const float* x,
+            int64_t n_rows, float* y, ThreadPool* pool) {
     const int64_t inter = gate.out_features();
     std::vector<float> g(static_cast<size_t>(n_rows * inter));
     std::vector<float> u(static_cast<size_t>(n_rows * inter));
@@ -125,7 +124,8 @@ void moe_forward(const MoeWeights& weights, const MoeWeights* next, const float*
 
     // Shared expert first (no IO).
     std::vector<float> shared(static_cast<size_t>(n_rows * h));
-    swiglu(weights.shared_gate, weights.shared_up, weights.shared_down, mix, n_rows, shared.data(), ctx.pool);
+    swiglu(weights.shared_gate, weights.shared_up, weights.shared_down, mix, n_rows, shared.data(),
+           ctx.pool);
     ctx.record("moe.shared_out", shared.data(), n_rows * h);
     std::vector<float> shared_gate(static_cast<size_t>(n_rows));
     weights.shared_expert_gate.apply(mix, n_rows, shared_gate.data(), ctx.pool);
@@ -158,11 +158,12 @@ void moe_forward(const MoeWeights& weights, const MoeWeights* next, const float*
                 std::copy(src, src + h, rows_in.begin() + i * h);
             }
             rows_out.resize(static_cast<size_t>(n * h));
-            swiglu(as_linear(expert.gate), as_linear(expert.up), as_linear(expert.down), rows_in.data(), n,
-                   rows_out.data(), ctx.pool);
+            swiglu(as_linear(expert.gate), as_linear(expert.up), as_linear(expert.down),
+                   rows_in.data(), n, rows_out.data(), ctx.pool);
             for (int64_t i = 0; i < n; ++i) {
                 const int64_t slot = slots[static_cast<size_t>(i)];
-                std::copy(rows_out.begin() + i * h, rows_out.begin() + (i + 1) * h, outputs.begin() + slot * h);
+                std::copy(rows_out.begin() + i * h, rows_out.begin() + (i + 1) * h,
+                          outputs.begin() + slot * h);
                 delivered[static_cast<size_t>(slot)] = 1;
             }
         }
@@ -174,7 +175,8 @@ void moe_forward(const MoeWeights& weights, const MoeWeights* next, const float*
     for (int64_t t = 0; t < n_rows; ++t) {
         std::iota(by_expert.begin(), by_expert.end(), t * top);
         std::sort(by_expert.begin(), by_expert.end(), [&](int64_t a, int64_t b) {
-            return routing.experts[static_cast<size_t>(a)] < routing.experts[static_cast<size_t>(b)];
+            return routing.experts[static_cast<size_t>(a)] <
+                   routing.experts[static_cast<size_t>(b)];
         });
         float* out = routed.data() + t * h;
         for (int64_t slot : by_expert) {
@@ -188,7 +190,8 @@ void moe_forward(const MoeWeights& weights, const MoeWeights* next, const float*
     for (int64_t t = 0; t < n_rows; ++t) {
         const float g = sigmoid(shared_gate[static_cast<size_t>(t)]);
         for (int64_t d = 0; d < h; ++d) {
-            y[t * h + d] = routed[static_cast<size_t>(t * h + d)] + g * shared[static_cast<size_t>(t * h + d)];
+            y[t * h + d] =
+                routed[static_cast<size_t>(t * h + d)] + g * shared[static_cast<size_t>(t * h + d)];
         }
     }
     ctx.record("moe.out", y, n_rows * h);

@@ -48,12 +48,14 @@ void ple_forward(const PleWeights& weights, PleState& state, std::span<const int
         float* g_row = gated.data() + t * width;
         for (int64_t s = 0; s < n_streams; ++s) {
             float dot = 0.0F;
-            for (int64_t d = 0; d < h; ++d) dot += k[s * h + d] * query[static_cast<size_t>(s * h + d)];
+            for (int64_t d = 0; d < h; ++d)
+                dot += k[s * h + d] * query[static_cast<size_t>(s * h + d)];
             const float g = dot * inv_sqrt_h;
             float signed_root = 0.0F;
             if (g != 0.0F) signed_root = std::copysign(std::sqrt(std::max(std::fabs(g), 1e-6F)), g);
             const float gate = sigmoid(signed_root);
-            for (int64_t d = 0; d < h; ++d) g_row[s * h + d] = gate * value[static_cast<size_t>(t * h + d)];
+            for (int64_t d = 0; d < h; ++d)
+                g_row[s * h + d] = gate * value[static_cast<size_t>(t * h + d)];
         }
         grouped_rms_norm(g_row, weights.norm_conv, width, h, ctx.eps(),
                          hist.data() + (history + t) * width);
@@ -68,11 +70,14 @@ void ple_forward(const PleWeights& weights, PleState& state, std::span<const int
                 const int64_t row = now - (taps - 1 - j) * dilation;
                 sum += weights.conv[ch * taps + j] * hist[static_cast<size_t>(row * width + ch)];
             }
-            out[static_cast<size_t>(t * width + ch)] = gated[static_cast<size_t>(t * width + ch)] + silu(sum);
+            out[static_cast<size_t>(t * width + ch)] =
+                gated[static_cast<size_t>(t * width + ch)] + silu(sum);
         }
         if (ctx.snapshots != nullptr) {
-            auto& snap = (*ctx.snapshots)[static_cast<size_t>(t)].ple[static_cast<size_t>(ctx.layer_index)];
-            snap.conv.assign(hist.begin() + (t + 1) * width, hist.begin() + (t + 1 + history) * width);
+            auto& snap =
+                (*ctx.snapshots)[static_cast<size_t>(t)].ple[static_cast<size_t>(ctx.layer_index)];
+            snap.conv.assign(hist.begin() + (t + 1) * width,
+                             hist.begin() + (t + 1 + history) * width);
         }
     }
     std::copy(hist.end() - history * width, hist.end(), state.conv.begin());

@@ -71,13 +71,16 @@ uint64_t SequenceState::bytes() const {
 
 SequenceState make_sequence_state(const q4::Config& c, int64_t max_ctx, int64_t n_mtp_layers) {
     SequenceState s;
-    if (c.has_ple()) s.ngram_context.assign(static_cast<size_t>(c.ngram_context_len), c.first_eos());
+    if (c.has_ple())
+        s.ngram_context.assign(static_cast<size_t>(c.ngram_context_len), c.first_eos());
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
         const bool has_ple = c.ple_layer_index[static_cast<size_t>(l)].has_value();
-        s.layers.push_back(make_layer_state(c, c.layer_types[static_cast<size_t>(l)], has_ple, max_ctx));
+        s.layers.push_back(
+            make_layer_state(c, c.layer_types[static_cast<size_t>(l)], has_ple, max_ctx));
     }
     for (int64_t i = 0; i < n_mtp_layers; ++i) {
-        s.mtp_layers.push_back(make_layer_state(c, q4::LayerType::QwenSparseAttention, false, max_ctx));
+        s.mtp_layers.push_back(
+            make_layer_state(c, q4::LayerType::QwenSparseAttention, false, max_ctx));
     }
     s.tokens.reserve(static_cast<size_t>(std::max<int64_t>(max_ctx, 1)));
     return s;

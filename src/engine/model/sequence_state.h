@@ -23,22 +23,22 @@ struct PleState {
 
 // QSA caches: token-major rows, so truncation is a length change.
 struct AttentionCache {
-    int64_t length = 0;              // valid tokens
-    std::vector<float> keys;         // [T, nKV, D] after k_norm and RoPE
-    std::vector<float> values;       // [T, nKV, D]
-    std::vector<float> index_keys;   // [T, dI] raw (no norm, no RoPE)
-    std::vector<float> block_keys;   // [blocks, dI]: kB_b of completed blocks
-    int64_t n_block_keys = 0;        // valid rows of block_keys
-    int64_t kv_width = 0;            // nKV·D
-    int64_t index_width = 0;         // dI (0 without an indexer)
+    int64_t length = 0;             // valid tokens
+    std::vector<float> keys;        // [T, nKV, D] after k_norm and RoPE
+    std::vector<float> values;      // [T, nKV, D]
+    std::vector<float> index_keys;  // [T, dI] raw (no norm, no RoPE)
+    std::vector<float> block_keys;  // [blocks, dI]: kB_b of completed blocks
+    int64_t n_block_keys = 0;       // valid rows of block_keys
+    int64_t kv_width = 0;           // nKV·D
+    int64_t index_width = 0;        // dI (0 without an indexer)
 
     // Drops every entry at or after `n` (and block keys of blocks ending past it).
     void truncate(int64_t n, int64_t compress_ratio);
 };
 
 struct LayerState {
-    GatedDeltaNetState gdn;  // GDN layers
-    PleState ple;            // PLE layers
+    GatedDeltaNetState gdn;    // GDN layers
+    PleState ple;              // PLE layers
     AttentionCache attention;  // QSA layers (and MTP layers)
 };
 

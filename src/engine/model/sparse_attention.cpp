@@ -4,8 +4,8 @@
 // attention (the engine extension of §1.3).
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 #include <limits>
+#include <numeric>
 #include <vector>
 
 #include "base/error.h"
@@ -59,7 +59,8 @@ void select_tokens(const SparseAttentionWeights& weights, const AttentionCache& 
     const int64_t n_blocks = (position + 1) / r;
     if (n_blocks <= top) {
         for (int64_t j = 0; j <= position; ++j) tokens.push_back(j);
-        for (int64_t b = 0; b < n_blocks && selected != nullptr; ++b) selected[b] = static_cast<float>(b);
+        for (int64_t b = 0; b < n_blocks && selected != nullptr; ++b)
+            selected[b] = static_cast<float>(b);
         return;
     }
     const int64_t di = ix.head_dim;
@@ -79,11 +80,12 @@ void select_tokens(const SparseAttentionWeights& weights, const AttentionCache& 
     order.resize(static_cast<size_t>(n_blocks));
     std::iota(order.begin(), order.end(), 0);
     // Larger score first; on an exact tie the smaller block index.
-    std::partial_sort(order.begin(), order.begin() + top + 1, order.end(), [&](int64_t a, int64_t b) {
-        const float sa = scores[static_cast<size_t>(a)];
-        const float sb = scores[static_cast<size_t>(b)];
-        return sa != sb ? sa > sb : a < b;
-    });
+    std::partial_sort(order.begin(), order.begin() + top + 1, order.end(),
+                      [&](int64_t a, int64_t b) {
+                          const float sa = scores[static_cast<size_t>(a)];
+                          const float sb = scores[static_cast<size_t>(b)];
+                          return sa != sb ? sa > sb : a < b;
+                      });
     *margin = scores[static_cast<size_t>(order[static_cast<size_t>(top - 1)])] -
               scores[static_cast<size_t>(order[static_cast<size_t>(top)])];
     std::sort(order.begin(), order.begin() + top);
@@ -162,7 +164,8 @@ void sparse_attention_forward(const SparseAttentionWeights& weights, AttentionCa
     std::vector<float> gated(static_cast<size_t>(n_rows * n_heads * d));
     std::vector<float> margins(static_cast<size_t>(n_rows));
     const int64_t top = c.block_topk;
-    std::vector<float> selections(ctx.trace != nullptr && weights.has_indexer ? static_cast<size_t>(n_rows * top) : 0);
+    std::vector<float> selections(
+        ctx.trace != nullptr && weights.has_indexer ? static_cast<size_t>(n_rows * top) : 0);
     const float scale = 1.0F / std::sqrt(static_cast<float>(d));
     const int64_t n_index_heads = weights.has_indexer ? c.indexer->n_heads : 0;
     const int64_t di = weights.has_indexer ? c.indexer->head_dim : 0;
@@ -174,7 +177,8 @@ void sparse_attention_forward(const SparseAttentionWeights& weights, AttentionCa
         for (size_t tt = begin; tt < end; ++tt) {
             const auto t = static_cast<int64_t>(tt);
             const int64_t position = first_position + t;
-            const float* iq = weights.has_indexer ? index_queries.data() + t * n_index_heads * di : nullptr;
+            const float* iq =
+                weights.has_indexer ? index_queries.data() + t * n_index_heads * di : nullptr;
             select_tokens(weights, cache, iq, position, ctx, tokens, scores, order, &margins[tt],
                           selections.empty() ? nullptr : selections.data() + t * top);
             probs.resize(tokens.size());

@@ -37,10 +37,13 @@ uint64_t proc_status_bytes(const std::string& key) {
 std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
     const auto start = std::chrono::steady_clock::now();
     namespace fs = std::filesystem;
-    if (!fs::is_directory(options.store_dir)) throw_not_found(options.store_dir + ": no such directory");
+    if (!fs::is_directory(options.store_dir))
+        throw_not_found(options.store_dir + ": no such directory");
     if (!store::looks_like_store(options.store_dir)) {
-        throw_invalid(options.store_dir + " is not a packed store (no manifest.json); pack it with: cherenkov prepare " +
-                      options.store_dir + " --output DIR");
+        throw_invalid(
+            options.store_dir +
+            " is not a packed store (no manifest.json); pack it with: cherenkov prepare " +
+            options.store_dir + " --output DIR");
     }
     if (options.expert_bits != 4 && options.expert_bits != 3 && options.expert_bits != 2) {
         throw_invalid("--experts must be 4, 3 or 2, got " + std::to_string(options.expert_bits));
@@ -50,7 +53,8 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
     loaded->weights_ = load_model_weights(options.store_dir);
     loaded->expert_bits_ = options.expert_bits;
     std::vector<int> bits = {options.expert_bits};
-    if (options.miss_bits != 0 && options.miss_bits != options.expert_bits) bits.push_back(options.miss_bits);
+    if (options.miss_bits != 0 && options.miss_bits != options.expert_bits)
+        bits.push_back(options.miss_bits);
     ExpertSourceOptions source;
     source.cache.tables = find_expert_tables(options.store_dir, bits);
     source.cache.resident_bits = options.expert_bits;
@@ -68,23 +72,27 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
     loaded->pool_description_ = built.budget.description;
     loaded->pool_ = std::make_unique<ThreadPool>(options.threads);
     loaded->model_ = std::make_unique<Model>(*loaded->weights_, *loaded->experts_, *loaded->pool_);
-    loaded->load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    loaded->load_seconds_ =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return loaded;
 }
 
 uint64_t LoadedModel::expert_bytes_read() const {
-    if (const auto* direct = dynamic_cast<const DirectExpertReader*>(experts_.get())) return direct->bytes_read();
+    if (const auto* direct = dynamic_cast<const DirectExpertReader*>(experts_.get()))
+        return direct->bytes_read();
     if (const auto* cache = dynamic_cast<const ExpertCache*>(experts_.get())) {
         const LayerCounters total = cache->stats().total();
         uint64_t bytes = 0;
-        for (const PrecisionCounters& q : total.quant) bytes += q.demand.completed_bytes + q.prefetch.completed_bytes;
+        for (const PrecisionCounters& q : total.quant)
+            bytes += q.demand.completed_bytes + q.prefetch.completed_bytes;
         return bytes;
     }
     return 0;
 }
 
 nlohmann::json LoadedModel::expert_stats() const {
-    if (const auto* cache = dynamic_cast<const ExpertCache*>(experts_.get())) return to_json(cache->stats());
+    if (const auto* cache = dynamic_cast<const ExpertCache*>(experts_.get()))
+        return to_json(cache->stats());
     return nullptr;
 }
 

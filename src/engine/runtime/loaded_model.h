@@ -23,11 +23,11 @@ struct LoadOptions {
     std::string policy = "lru";     // --cache-policy: lru or frequency
     float cut_weak = 0.0F;          // --cut-weak
     int io_threads = 4;
-    int64_t max_rows = 3;           // rows per decode step (token + drafts): the pool's minimum
+    int64_t max_rows = 3;  // rows per decode step (token + drafts): the pool's minimum
 };
 
 class LoadedModel {
-   public:
+public:
     // Validates the store (manifest, sizes) and maps it. Throws InvalidInput when `store_dir`
     // is a checkpoint rather than a store (naming the prepare command), NotFound for a missing
     // low-bit table, Corrupt for a damaged store.
@@ -51,7 +51,7 @@ class LoadedModel {
     // sequence state, expert reads.
     nlohmann::json memory_stats(const SequenceState* state) const;
 
-   private:
+private:
     LoadedModel() = default;
 
     std::unique_ptr<ModelWeights> weights_;

@@ -1,17 +1,19 @@
 // Generation: greedy output identical for every draft count (speculation with rollback on the
 // tiny_a fixture, which has an MTP head), equal to the reference's greedy continuation, seeded
 // sampling reproducible, and context limits checked before any work.
+#include "engine/generate/generator.h"
+
 #include <gtest/gtest.h>
 
 #include "base/error.h"
-#include "engine/generate/generator.h"
 #include "engine/model/fixture_engine.h"
 
 namespace cherenkov::testing {
 namespace {
 
 std::vector<int32_t> generate(FixtureEngine& engine, const std::vector<int32_t>& prompt,
-                              engine::GenerationOptions options, engine::GenerationStats* stats = nullptr) {
+                              engine::GenerationOptions options,
+                              engine::GenerationStats* stats = nullptr) {
     engine::Generator generator(engine.model, options);
     std::vector<int32_t> out;
     engine::GenerationStats s = generator.generate(prompt, [&](int32_t t) {
@@ -42,16 +44,18 @@ TEST(Generator, GreedyOutputIsTheSameForEveryDraftCount) {
         if (drafts > 0) {
             EXPECT_GT(stats.drafts_proposed[0], 0);
         }
-        if (drafts == 2) std::printf("drafts 2: proposed %lld/%lld accepted %lld/%lld\n",
-                                     static_cast<long long>(stats.drafts_proposed[0]),
-                                     static_cast<long long>(stats.drafts_proposed[1]),
-                                     static_cast<long long>(stats.drafts_accepted[0]),
-                                     static_cast<long long>(stats.drafts_accepted[1]));
+        if (drafts == 2)
+            std::printf("drafts 2: proposed %lld/%lld accepted %lld/%lld\n",
+                        static_cast<long long>(stats.drafts_proposed[0]),
+                        static_cast<long long>(stats.drafts_proposed[1]),
+                        static_cast<long long>(stats.drafts_accepted[0]),
+                        static_cast<long long>(stats.drafts_accepted[1]));
     }
     EXPECT_EQ(outputs[1], outputs[0]);
     EXPECT_EQ(outputs[2], outputs[0]);
     ASSERT_GE(outputs[0].size(), expected.size());
-    EXPECT_EQ(std::vector<int32_t>(outputs[0].begin(), outputs[0].begin() + static_cast<int64_t>(expected.size())),
+    EXPECT_EQ(std::vector<int32_t>(outputs[0].begin(),
+                                   outputs[0].begin() + static_cast<int64_t>(expected.size())),
               expected);
 }
 

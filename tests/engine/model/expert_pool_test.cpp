@@ -14,7 +14,8 @@ namespace cherenkov::testing {
 namespace {
 
 struct CachedEngine {
-    CachedEngine(const std::string& checkpoint, int bits, int miss_bits, const std::string& pool, int64_t rows)
+    CachedEngine(const std::string& checkpoint, int bits, int miss_bits, const std::string& pool,
+                 int64_t rows)
         : weights(engine::load_model_weights(packed_fixture(checkpoint))), pool_threads(1) {
         engine::ExpertSourceOptions options;
         std::vector<int> tables = {bits};
@@ -70,10 +71,12 @@ TEST(ExpertPool, MinimalPoolGivesTheSameOutputAsAFullPool) {
     };
     for (const Mode mode : {Mode{4, 0}, Mode{3, 0}, Mode{2, 0}, Mode{4, 2}}) {
         CachedEngine full(checkpoint, mode.bits, mode.miss_bits, "max", rows);
-        CachedEngine small(checkpoint, mode.bits, mode.miss_bits, minimal_pool(checkpoint, mode.bits, rows), rows);
+        CachedEngine small(checkpoint, mode.bits, mode.miss_bits,
+                           minimal_pool(checkpoint, mode.bits, rows), rows);
         auto* small_cache = dynamic_cast<engine::ExpertCache*>(small.built.source.get());
         ASSERT_NE(small_cache, nullptr);
-        EXPECT_EQ(small_cache->n_slots(), static_cast<uint64_t>(rows * small.weights->config.num_experts_per_tok));
+        EXPECT_EQ(small_cache->n_slots(),
+                  static_cast<uint64_t>(rows * small.weights->config.num_experts_per_tok));
 
         engine::ForwardOptions all;
         all.all_logits = true;

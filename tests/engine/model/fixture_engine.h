@@ -56,9 +56,10 @@ struct FixtureEngine {
 };
 
 class ReferenceFile {
-   public:
+public:
     explicit ReferenceFile(const std::string& relative)
-        : file_(model_data::SafetensorsFile::open(model_data::open_file_source(fixture_path(relative)))) {}
+        : file_(model_data::SafetensorsFile::open(
+              model_data::open_file_source(fixture_path(relative)))) {}
 
     bool has(const std::string& name) const {
         for (const auto& t : file_.tensors()) {
@@ -81,7 +82,7 @@ class ReferenceFile {
         return {ids.begin(), ids.end()};
     }
 
-   private:
+private:
     model_data::SafetensorsFile file_;
 };
 
@@ -102,7 +103,8 @@ inline int64_t first_tie_row(const engine::ForwardTrace& trace, int64_t n_rows) 
 
 inline float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
     float worst = a.size() == b.size() ? 0.0F : 1e30F;
-    for (size_t i = 0; i < a.size() && i < b.size(); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]));
+    for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+        worst = std::max(worst, std::fabs(a[i] - b[i]));
     return worst;
 }
 

@@ -41,12 +41,92 @@ TEST(Incremental, EveryScheduleEqualsTheFullPass) {
         for (const char* prompt : {"chat", "len33", "eos_mid", "eos_first"}) {
             const auto tokens = reference.tokens(std::string("input_ids.") + prompt);
             const std::vector<float> full = chunked_logits(engine, tokens, {tokens.size()});
-            const std::vector<std::vector<size_t>> schedules = {
-                {tokens.size() / 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-                 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-                 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
-                {3, 1, 4, 1, 5, 9, 2, 6},
-                {1}};
+            const std::vector<std::vector<size_t>> schedules = {{tokens.size() / 3,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1,
+                                                                 1},
+                                                                {3, 1, 4, 1, 5, 9, 2, 6},
+                                                                {1}};
             for (const auto& schedule : schedules) {
                 const std::vector<float> ours = chunked_logits(engine, tokens, schedule);
                 EXPECT_LE(max_abs_diff(ours, full), 1e-4F) << checkpoint << " " << prompt;
@@ -94,13 +174,15 @@ TEST(Incremental, CommitRollsBackRejectedRows) {
             engine.model.forward(plain, prefix, {});
             // Rows: x, then drafts; rows after `accepted` drafts are wrong tokens.
             std::vector<int32_t> rows = {continuation[0], continuation[1], continuation[2]};
-            for (int64_t j = accepted + 1; j < 3; ++j) rows[static_cast<size_t>(j)] = (rows[static_cast<size_t>(j)] + 7) % 300;
+            for (int64_t j = accepted + 1; j < 3; ++j)
+                rows[static_cast<size_t>(j)] = (rows[static_cast<size_t>(j)] + 7) % 300;
             engine::ForwardOptions verify;
             verify.all_logits = true;
             verify.snapshot_rows = true;
             engine.model.forward(verified, rows, verify);
             engine.model.commit(verified, accepted + 1);
-            engine.model.forward(plain, std::span(continuation).first(static_cast<size_t>(accepted + 1)), {});
+            engine.model.forward(
+                plain, std::span(continuation).first(static_cast<size_t>(accepted + 1)), {});
             ASSERT_EQ(verified.position, plain.position);
             ASSERT_EQ(verified.tokens, plain.tokens);
             // Continue both with the same tokens.
@@ -109,7 +191,8 @@ TEST(Incremental, CommitRollsBackRejectedRows) {
             all.all_logits = true;
             auto a = engine.model.forward(verified, rest, all);
             auto b = engine.model.forward(plain, rest, all);
-            EXPECT_LE(max_abs_diff(a.logits, b.logits), 1e-5F) << checkpoint << " accepted " << accepted;
+            EXPECT_LE(max_abs_diff(a.logits, b.logits), 1e-5F)
+                << checkpoint << " accepted " << accepted;
         }
     }
 }
@@ -134,10 +217,12 @@ TEST(Incremental, CheckpointRestoreEqualsTheFullPrompt) {
     auto second = engine.model.forward(restored, suffix, all);
     EXPECT_EQ(first.logits, second.logits);
     const std::vector<float> full = chunked_logits(engine, tokens, {tokens.size()});
-    const std::vector<float> tail(full.end() - static_cast<int64_t>(first.logits.size()), full.end());
+    const std::vector<float> tail(full.end() - static_cast<int64_t>(first.logits.size()),
+                                  full.end());
     EXPECT_LE(max_abs_diff(second.logits, tail), 1e-4F);
     // The MTP state travels with the checkpoint.
-    EXPECT_EQ(checkpoint.pending_residuals.size(), prefix.size() * static_cast<size_t>(engine.model.config().hc_width()));
+    EXPECT_EQ(checkpoint.pending_residuals.size(),
+              prefix.size() * static_cast<size_t>(engine.model.config().hc_width()));
 }
 
 TEST(Incremental, RejectsTokensOutsideTheVocabularyBeforeWork) {

@@ -30,7 +30,9 @@ TEST_P(MtpReference, DraftOneRowsAndPiecesMatch) {
     auto trunk = engine.model.forward(state, prompt_tokens, options);
     ASSERT_EQ(engine::argmax(trunk.logits), y.back());
     if (reference.has("mtp." + prompt + ".trunk_residual")) {
-        EXPECT_LE(max_abs_diff(state.pending_residuals, reference.read<float>("mtp." + prompt + ".trunk_residual")), 1e-4F);
+        EXPECT_LE(max_abs_diff(state.pending_residuals,
+                               reference.read<float>("mtp." + prompt + ".trunk_residual")),
+                  1e-4F);
     }
     engine::MtpResult draft = engine.model.mtp_catch_up(state, y.back(), true, &trace);
     EXPECT_EQ(state.mtp_length, n_rows);
@@ -41,10 +43,15 @@ TEST_P(MtpReference, DraftOneRowsAndPiecesMatch) {
     const std::vector<int32_t> ids = reference.tokens("mtp." + prompt + ".draft1_ids");
     ASSERT_EQ(draft.logits.size(), expected.size());
     draft.logits.resize(static_cast<size_t>(checked * vocab));
-    EXPECT_LE(max_abs_diff(draft.logits, std::vector<float>(expected.begin(), expected.begin() + checked * vocab)), 1e-3F);
+    EXPECT_LE(max_abs_diff(draft.logits, std::vector<float>(expected.begin(),
+                                                            expected.begin() + checked * vocab)),
+              1e-3F);
     for (int64_t t = 0; t < checked; ++t) {
-        EXPECT_EQ(engine::argmax(std::span(draft.logits).subspan(static_cast<size_t>(t * vocab), static_cast<size_t>(vocab))),
-                  ids[static_cast<size_t>(t)]) << "row " << t;
+        EXPECT_EQ(engine::argmax(
+                      std::span(draft.logits)
+                          .subspan(static_cast<size_t>(t * vocab), static_cast<size_t>(vocab))),
+                  ids[static_cast<size_t>(t)])
+            << "row " << t;
     }
     for (const char* piece : {"e_hat", "fe", "h_hat", "U", "r_prime", "mixer_out"}) {
         const std::string name = "mtp." + prompt + "." + piece;
@@ -57,8 +64,8 @@ TEST_P(MtpReference, DraftOneRowsAndPiecesMatch) {
         std::vector<float> b(ref.begin(), ref.begin() + static_cast<int64_t>(per_row) * checked);
         EXPECT_LE(max_abs_diff(a, b), 1e-4F) << piece;
     }
-    std::printf("%s: draft-1 rows checked %lld of %lld\n", prompt.c_str(), static_cast<long long>(checked),
-                static_cast<long long>(n_rows));
+    std::printf("%s: draft-1 rows checked %lld of %lld\n", prompt.c_str(),
+                static_cast<long long>(checked), static_cast<long long>(n_rows));
 }
 
 TEST_P(MtpReference, ChainedSecondDraftsMatch) {
@@ -78,17 +85,18 @@ TEST_P(MtpReference, ChainedSecondDraftsMatch) {
         options.keep_residuals = true;
         options.trace = &trace;
         engine.model.forward(state, std::span(y).first(static_cast<size_t>(p + 1)), options);
-        engine::MtpResult first = engine.model.mtp_catch_up(state, y[static_cast<size_t>(p + 1)], false, &trace);
+        engine::MtpResult first =
+            engine.model.mtp_catch_up(state, y[static_cast<size_t>(p + 1)], false, &trace);
         if (first_tie_row(trace, p + 1) <= p) break;  // the reference broke a tie its own way
-        engine::MtpResult second =
-            engine.model.mtp_chain(state, first.last_residual, draft1[static_cast<size_t>(p)], p + 1, 1);
+        engine::MtpResult second = engine.model.mtp_chain(state, first.last_residual,
+                                                          draft1[static_cast<size_t>(p)], p + 1, 1);
         std::vector<float> ref(expected.begin() + p * vocab, expected.begin() + (p + 1) * vocab);
         EXPECT_LE(max_abs_diff(second.logits, ref), 1e-3F) << "row " << p;
         ++checked;
     }
     EXPECT_GE(checked, 12);
-    std::printf("%s: chained draft-2 rows checked %lld of %lld\n", prompt.c_str(), static_cast<long long>(checked),
-                static_cast<long long>(n_rows));
+    std::printf("%s: chained draft-2 rows checked %lld of %lld\n", prompt.c_str(),
+                static_cast<long long>(checked), static_cast<long long>(n_rows));
 }
 
 INSTANTIATE_TEST_SUITE_P(Prompts, MtpReference, ::testing::Values("len33", "eos_mid"));

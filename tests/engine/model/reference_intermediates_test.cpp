@@ -9,13 +9,14 @@
 namespace cherenkov::testing {
 namespace {
 
-const char* const kStages[] = {"ple.embedding", "ple.out",  "attn_hc.mix", "attn_hc.inject",
-                               "mixer_out",     "x_mid",    "mlp_hc.mix",  "mlp_hc.inject",
-                               "moe.router_logits", "moe.shared_out", "moe.routed_out", "moe.out",
-                               "x_out"};
+const char* const kStages[] = {
+    "ple.embedding",  "ple.out",    "attn_hc.mix",   "attn_hc.inject",    "mixer_out",
+    "x_mid",          "mlp_hc.mix", "mlp_hc.inject", "moe.router_logits", "moe.shared_out",
+    "moe.routed_out", "moe.out",    "x_out"};
 
 // max |a-b| / rms(b) over the first n_rows rows of [rows, width] tensors.
-double relative_error(const std::vector<float>& ours, const std::vector<float>& ref, size_t values) {
+double relative_error(const std::vector<float>& ours, const std::vector<float>& ref,
+                      size_t values) {
     double sum = 0.0;
     double worst = 0.0;
     for (size_t i = 0; i < values; ++i) {
@@ -47,7 +48,8 @@ TEST_P(ReferenceIntermediates, EveryStageOfEveryLayerMatches) {
 
     std::vector<std::string> names = {"embed", "final_hidden"};
     for (int64_t l = 0; l < engine.model.config().num_hidden_layers; ++l) {
-        for (const char* stage : kStages) names.push_back("layers." + std::to_string(l) + "." + stage);
+        for (const char* stage : kStages)
+            names.push_back("layers." + std::to_string(l) + "." + stage);
     }
     int compared = 0;
     double worst = 0.0;
@@ -81,17 +83,20 @@ TEST_P(ReferenceIntermediates, EveryStageOfEveryLayerMatches) {
                 continue;
             }
             for (size_t i = 0; i < top; ++i) {
-                ASSERT_EQ(static_cast<int32_t>(ours[t * top + i]), ref[t * top + i]) << prefix << " row " << t;
+                ASSERT_EQ(static_cast<int32_t>(ours[t * top + i]), ref[t * top + i])
+                    << prefix << " row " << t;
             }
             ++selections;
         }
     }
-    std::printf("%s: %d QSA selections equal, %d near-ties skipped\n", cfg.c_str(), selections, skipped);
-    std::printf("%s: %d stages, worst error %.3g of the stage RMS (rows < %lld)\n", cfg.c_str(), compared,
-                worst, static_cast<long long>(checked));
+    std::printf("%s: %d QSA selections equal, %d near-ties skipped\n", cfg.c_str(), selections,
+                skipped);
+    std::printf("%s: %d stages, worst error %.3g of the stage RMS (rows < %lld)\n", cfg.c_str(),
+                compared, worst, static_cast<long long>(checked));
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, ReferenceIntermediates, ::testing::Values("tiny_a", "tiny_b", "tiny_c"));
+INSTANTIATE_TEST_SUITE_P(Fixtures, ReferenceIntermediates,
+                         ::testing::Values("tiny_a", "tiny_b", "tiny_c"));
 
 }  // namespace
 }  // namespace cherenkov::testing

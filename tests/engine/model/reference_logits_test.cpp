@@ -12,7 +12,8 @@ namespace cherenkov::testing {
 namespace {
 
 constexpr float kLogitTolerance = 1e-3F;
-const char* const kPrompts[] = {"len1", "len3", "len4", "len5", "len8", "len33", "eos_mid", "eos_first", "chat"};
+const char* const kPrompts[] = {"len1",  "len3",    "len4",      "len5", "len8",
+                                "len33", "eos_mid", "eos_first", "chat"};
 
 struct Case {
     const char* checkpoint;
@@ -40,8 +41,8 @@ TEST_P(ReferenceLogits, EveryPositionOfEveryPromptMatches) {
         const auto n_rows = static_cast<int64_t>(tokens.size());
         const int64_t checked = first_tie_row(trace, n_rows);
         if (checked < n_rows) {
-            std::printf("%s %s: rows %lld.. follow a selection tie, skipped\n", c.checkpoint, prompt,
-                        static_cast<long long>(checked));
+            std::printf("%s %s: rows %lld.. follow a selection tie, skipped\n", c.checkpoint,
+                        prompt, static_cast<long long>(checked));
         }
         ASSERT_GE(checked, std::min<int64_t>(n_rows, 8)) << "ties too early to check anything";
         result.logits.resize(static_cast<size_t>(checked * vocab));
@@ -55,27 +56,29 @@ TEST_P(ReferenceLogits, EveryPositionOfEveryPromptMatches) {
             std::vector<float> sorted(ref.begin(), ref.end());
             std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
             if (sorted[0] - sorted[1] <= 2 * kLogitTolerance) continue;
-            std::span<const float> ours(result.logits.data() + t * vocab, static_cast<size_t>(vocab));
+            std::span<const float> ours(result.logits.data() + t * vocab,
+                                        static_cast<size_t>(vocab));
             EXPECT_EQ(engine::argmax(ours), engine::argmax(ref)) << prompt << " position " << t;
         }
     }
     RecordProperty("worst_abs_logit_error", std::to_string(worst));
-    std::printf("%s: worst |Δlogit| %.3g over all prompts\n", c.checkpoint, static_cast<double>(worst));
+    std::printf("%s: worst |Δlogit| %.3g over all prompts\n", c.checkpoint,
+                static_cast<double>(worst));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Fixtures, ReferenceLogits,
-    ::testing::Values(Case{"tiny_a/hf_flat_fused", "tiny_a/reference"},
-                      Case{"tiny_b/hf_nested_experts_sharded", "tiny_b/reference"},
-                      Case{"tiny_c/hf_nested_fused", "tiny_c/reference"},
-                      Case{"tiny_c/mlx_q4", "tiny_c/reference"}),
-    [](const auto& param_info) {
-        std::string name = param_info.param.checkpoint;
-        for (char& ch : name) {
-            if (ch == '/') ch = '_';
-        }
-        return name;
-    });
+INSTANTIATE_TEST_SUITE_P(Fixtures, ReferenceLogits,
+                         ::testing::Values(Case{"tiny_a/hf_flat_fused", "tiny_a/reference"},
+                                           Case{"tiny_b/hf_nested_experts_sharded",
+                                                "tiny_b/reference"},
+                                           Case{"tiny_c/hf_nested_fused", "tiny_c/reference"},
+                                           Case{"tiny_c/mlx_q4", "tiny_c/reference"}),
+                         [](const auto& param_info) {
+                             std::string name = param_info.param.checkpoint;
+                             for (char& ch : name) {
+                                 if (ch == '/') ch = '_';
+                             }
+                             return name;
+                         });
 
 }  // namespace
 }  // namespace cherenkov::testing
