@@ -105,6 +105,24 @@ TEST(Generator, StopsAtEosAndAtTheTokenLimit) {
     EXPECT_LE(stopped.size(), 2U);
 }
 
+// tiny_b's config asks for an MTP layer but the checkpoint has no MTP weights: the store
+// disables MTP and generation runs without drafts.
+TEST(Generator, StoreWithoutMtpWeightsDisablesDrafting) {
+    FixtureEngine engine("tiny_b/hf_nested_experts_sharded");
+    EXPECT_FALSE(engine.model.has_mtp());
+    ReferenceFile reference("tiny_b/reference/logits.safetensors");
+    engine::GenerationOptions options;
+    options.max_tokens = 8;
+    options.drafts = 2;
+    engine::GenerationStats stats;
+    const auto out = generate(engine, reference.tokens("input_ids.len33"), options, &stats);
+    EXPECT_FALSE(stats.speculation);
+    EXPECT_EQ(stats.drafts_proposed[0], 0);
+    const std::vector<int32_t> expected = reference.tokens("greedy.len33.ids");
+    ASSERT_GE(expected.size(), 8U);
+    EXPECT_EQ(out, std::vector<int32_t>(expected.begin(), expected.begin() + 8));
+}
+
 TEST(Generator, SeededSamplingIsReproducible) {
     FixtureEngine engine("tiny_a/hf_flat_fused");
     ReferenceFile reference("tiny_a/reference/logits.safetensors");
