@@ -44,7 +44,7 @@ void DraftPolicy::record(int proposed, int accepted) {
     }
 }
 
-Generator::Generator(Model& model, GenerationOptions options)
+Generator::Generator(ModelBackend& model, GenerationOptions options)
     : model_(model), options_(std::move(options)) {
     validate_sampling_options(options_.sampling);
     if (options_.drafts < 0 || options_.drafts > 2) {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "engine/generate/sampler.h"
-#include "engine/model/model.h"
+#include "engine/model/model_backend.h"
 
 namespace cherenkov::engine {
 
@@ -59,7 +59,7 @@ private:
 
 class Generator {
 public:
-    Generator(Model& model, GenerationOptions options);
+    Generator(ModelBackend& model, GenerationOptions options);
 
     // Runs `prompt` and generates. on_token is called once per emitted token, in order; returning
     // false stops generation. Throws InvalidInput before any work for an empty prompt or one that
@@ -70,7 +70,7 @@ public:
     const SequenceState& state() const { return state_; }
 
 private:
-    Model& model_;
+    ModelBackend& model_;
     GenerationOptions options_;
     SequenceState state_;
 };

@@ -130,7 +130,7 @@ ForwardResult Model::forward(SequenceState& state, std::span<const int32_t> toke
     return result;
 }
 
-void Model::commit(SequenceState& state, int64_t n_rows) const {
+void Model::commit(SequenceState& state, int64_t n_rows) {
     const q4::Config& c = weights_.config;
     const auto n_snapshots = static_cast<int64_t>(state.row_snapshots.size());
     if (n_rows < 1 || n_rows > n_snapshots || state.snapshot_base + n_snapshots != state.position) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/model/forward_trace.h"
+#include "engine/model/model_backend.h"
 #include "engine/model/model_weights.h"
 #include "engine/model/ops.h"
 #include "engine/model/sequence_state.h"
@@ -19,58 +20,38 @@ namespace cherenkov::engine {
 class ExpertSource;
 class ThreadPool;
 
-struct ForwardOptions {
-    bool all_logits = false;      // logits for every row; otherwise only the last row
-    bool keep_residuals = false;  // append the last layer's residuals to pending_residuals (MTP)
-    bool snapshot_rows = false;   // per-row GDN/PLE snapshots, for commit() after verification
-    ForwardTrace* trace = nullptr;
-};
-
-struct ForwardResult {
-    int64_t n_logit_rows = 0;
-    std::vector<float> logits;  // [n_logit_rows, V]
-};
-
-// One MTP call's output: logits of the requested rows and the pre-mixer residual R' of the
-// last row (the input of a chained draft).
-struct MtpResult {
-    int64_t n_logit_rows = 0;
-    std::vector<float> logits;         // [n_logit_rows, V]
-    std::vector<float> last_residual;  // [C·H]
-};
-
-class Model {
+class Model final : public ModelBackend {
 public:
     Model(const ModelWeights& weights, ExpertSource& experts, ThreadPool& pool);
 
-    const model_data::qwen4_exp::Config& config() const { return weights_.config; }
+    const char* name() const override { return "cpu"; }
+    const model_data::qwen4_exp::Config& config() const override { return weights_.config; }
     const ModelWeights& weights() const { return weights_; }
-    bool has_mtp() const { return weights_.mtp.has_value(); }
-    int64_t vocab_size() const { return weights_.config.vocab_size; }
+    bool has_mtp() const override { return weights_.mtp.has_value(); }
 
-    SequenceState new_sequence(int64_t max_ctx) const;
+    SequenceState new_sequence(int64_t max_ctx) const override;
 
     // Writes every call's routing to `out` (null: off) in the routing-trace text format, one
     // step per forward or MTP call, for replaying the expert cache on real routing.
-    void set_routing_trace(std::ostream* out) { routing_trace_ = out; }
+    void set_routing_trace(std::ostream* out) override { routing_trace_ = out; }
 
     // Runs the trunk on `tokens` at positions [state.position, +T). Throws InvalidInput for a
     // token id outside [0, V) before touching the state.
     ForwardResult forward(SequenceState& state, std::span<const int32_t> tokens,
-                          const ForwardOptions& options);
+                          const ForwardOptions& options) override;
 
     // Keeps the first n_rows rows of the last forward call (which ran with snapshot_rows) and
     // rolls everything else back (§5.2).
-    void commit(SequenceState& state, int64_t n_rows) const;
+    void commit(SequenceState& state, int64_t n_rows) override;
 
     // MTP catch-up (§6.5 step 1): rows p = mtp_length .. position-1 with h = R_p and the token
     // at p+1 (`next_token` for the last row); consumes pending_residuals, sets mtp_length.
     MtpResult mtp_catch_up(SequenceState& state, int32_t next_token, bool all_logits,
-                           ForwardTrace* trace = nullptr);
+                           ForwardTrace* trace = nullptr) override;
     // A chained draft (§6.5 step 2): one row at `position` with h = R' of the previous MTP row
     // and its draft token; `step` selects the MTP layer (step mod n_layers).
     MtpResult mtp_chain(SequenceState& state, std::span<const float> previous_residual,
-                        int32_t token, int64_t position, int64_t step);
+                        int32_t token, int64_t position, int64_t step) override;
 
 private:
     MtpResult mtp_rows(SequenceState& state, const float* residuals,

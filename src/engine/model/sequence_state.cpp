@@ -66,6 +66,7 @@ uint64_t SequenceState::bytes() const {
         for (const auto& g : r.gdn) total += vector_bytes(g.conv) + vector_bytes(g.recurrent);
         for (const auto& p : r.ple) total += vector_bytes(p.conv);
     }
+    if (backend) total += backend.get()->bytes();
     return total;
 }
 

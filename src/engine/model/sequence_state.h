@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "model_data/qwen4_exp/config.h"
@@ -48,6 +49,37 @@ struct RowSnapshot {
     std::vector<PleState> ple;            // per trunk layer (empty on non-PLE layers)
 };
 
+// Caches a backend keeps outside the host vectors below (the CUDA backend's device memory).
+// clone() makes an independent copy, so a SequenceState stays a value: copying one copies these.
+class BackendState {
+public:
+    virtual ~BackendState() = default;
+    virtual std::unique_ptr<BackendState> clone() const = 0;
+    virtual uint64_t bytes() const = 0;
+};
+
+// Owns a BackendState with value semantics (copy = clone).
+class BackendStateHandle {
+public:
+    BackendStateHandle() = default;
+    explicit BackendStateHandle(std::unique_ptr<BackendState> state) : state_(std::move(state)) {}
+    BackendStateHandle(const BackendStateHandle& other)
+        : state_(other.state_ ? other.state_->clone() : nullptr) {}
+    BackendStateHandle& operator=(const BackendStateHandle& other) {
+        if (this != &other) state_ = other.state_ ? other.state_->clone() : nullptr;
+        return *this;
+    }
+    BackendStateHandle(BackendStateHandle&&) noexcept = default;
+    BackendStateHandle& operator=(BackendStateHandle&&) noexcept = default;
+    ~BackendStateHandle() = default;
+
+    BackendState* get() const { return state_.get(); }
+    explicit operator bool() const { return state_ != nullptr; }
+
+private:
+    std::unique_ptr<BackendState> state_;
+};
+
 struct SequenceState {
     int64_t position = 0;                // tokens processed by the trunk
     std::vector<int32_t> tokens;         // the processed tokens, in order
@@ -62,6 +94,9 @@ struct SequenceState {
     // Filled by a forward call with snapshots on: one per row of that call.
     std::vector<RowSnapshot> row_snapshots;
     int64_t snapshot_base = 0;  // position before that call
+
+    // A backend's own caches (null for the CPU backend, whose caches are the vectors above).
+    BackendStateHandle backend;
 
     // Bytes held by caches and states (memory_stats).
     uint64_t bytes() const;

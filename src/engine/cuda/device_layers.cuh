@@ -1,0 +1,146 @@
+// The pieces of a decoder layer on the GPU (spec/qwen4_exp.md §3.2-§3.7), mirroring
+// engine/model/layers.h function for function: activations are float32 device arrays, row-major
+// [T, width], and every call is queued on ctx.stream (nothing here synchronizes unless a trace
+// is being recorded or the MoE reads its routing back). For the .cu files of this folder only;
+// cuda_model.h is the public face.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <ostream>
+#include <span>
+#include <string>
+
+#include "engine/cuda/cuda_check.cuh"
+#include "engine/cuda/device_weights.h"
+#include "engine/model/forward_trace.h"
+#include "model_data/qwen4_exp/config.h"
+
+namespace cherenkov::engine {
+class ExpertSource;
+}
+
+namespace cherenkov::engine::cuda {
+
+class DeviceExpertPool;
+
+// A stream-ordered temporary array (cudaMallocAsync / cudaFreeAsync on one stream): freed when
+// the scope ends, reused by the runtime's pool without a device synchronization.
+template <typename T>
+class DeviceScratch {
+public:
+    DeviceScratch(size_t n, cudaStream_t stream) : stream_(stream), n_(n) {
+        if (n > 0) {
+            void* p = nullptr;
+            CHERENKOV_CUDA_CHECK(cudaMallocAsync(&p, n * sizeof(T), stream));
+            data_ = static_cast<T*>(p);
+        }
+    }
+    ~DeviceScratch() {
+        if (data_ != nullptr) cudaFreeAsync(data_, stream_);
+    }
+    DeviceScratch(const DeviceScratch&) = delete;
+    DeviceScratch& operator=(const DeviceScratch&) = delete;
+
+    T* data() const { return data_; }
+    size_t size() const { return n_; }
+
+private:
+    cudaStream_t stream_;
+    size_t n_;
+    T* data_ = nullptr;
+};
+
+// Per-sequence device caches of one layer (pointers into the sequence's allocation).
+struct DeviceGatedDeltaNetState {
+    float* conv = nullptr;       // [Kc-1, conv_dim], oldest first
+    float* recurrent = nullptr;  // [Hv, dk, dv]
+};
+
+struct DevicePleState {
+    float* conv = nullptr;  // [(Kp-1)·N, C·H], oldest first
+};
+
+// QSA caches, token-major like engine::AttentionCache; lengths are host values.
+struct DeviceAttentionCache {
+    int64_t capacity = 0;       // tokens the arrays hold (max_ctx)
+    int64_t length = 0;         // valid tokens
+    float* keys = nullptr;      // [capacity, nKV·D] after k_norm and RoPE
+    float* values = nullptr;    // [capacity, nKV·D]
+    float* index_keys = nullptr;  // [capacity, dI] raw
+    float* block_keys = nullptr;  // [capacity / r, dI]: kB_b of completed blocks
+    int64_t n_block_keys = 0;
+
+    void truncate(int64_t n, int64_t compress_ratio) {
+        if (n >= length) return;
+        length = n;
+        if (compress_ratio > 0 && n_block_keys > n / compress_ratio) n_block_keys = n / compress_ratio;
+    }
+};
+
+struct DeviceLayerState {
+    DeviceGatedDeltaNetState gdn;
+    DevicePleState ple;
+    DeviceAttentionCache attention;
+};
+
+// What every device layer function needs besides its weights and state.
+struct DeviceContext {
+    const model_data::qwen4_exp::Config* config = nullptr;
+    cudaStream_t stream = nullptr;
+    const float* rope_inv_freq = nullptr;  // device [rotary_dim / 2], engine::Rope's values
+    ExpertSource* experts = nullptr;       // where routed expert records come from (host)
+    DeviceExpertPool* expert_pool = nullptr;  // device slots the records are copied into
+    ForwardTrace* trace = nullptr;
+    std::string trace_prefix;  // "layers.3." while in layer 3
+    // Verification snapshots of the current layer, one per row of the call, or null:
+    float* gdn_recurrent_snapshots = nullptr;  // [T, Hv·dk·dv]
+    float* gdn_conv_snapshots = nullptr;       // [T, (Kc-1)·conv_dim]
+    float* ple_conv_snapshots = nullptr;       // [T, (Kp-1)·N·C·H]
+    std::ostream* routing_trace = nullptr;
+    int64_t trace_step = 0;
+
+    float eps() const { return static_cast<float>(config->rms_norm_eps); }
+    // With a trace: waits for the stream and copies `n` device floats into trace[prefix+name].
+    void record(const char* name, const float* device_data, int64_t n) const;
+    void record_host(const char* name, const float* host_data, int64_t n) const {
+        if (trace != nullptr) trace->record(trace_prefix + name, host_data, n);
+    }
+};
+
+// ---- linear algebra (device_linear.cu) ----
+// y[t, :out] = x[t]·Wᵀ (+ b) for t < n_rows, rows contiguous.
+void linear_apply(const DeviceLinear& linear, const float* x, int64_t n_rows, float* y,
+                  cudaStream_t stream);
+// The affine matmul for any row count with explicit strides: 1-4 rows per GEMV launch, more
+// rows through the tiled GEMM.
+void affine_matmul(const DeviceAffineMatrix& w, const float* x, size_t x_stride, int64_t n_rows,
+                   float* y, size_t y_stride, cudaStream_t stream);
+
+// ---- elementwise and norms (device_ops.cu) ----
+// y = x / rms · w per group of `group` values (group = n: one statistic per row); w spans n
+// values, may be null; in place allowed. x, y: [n_rows, n].
+void rms_norm_rows(const float* x, const float* w, int64_t n_rows, int64_t n, int64_t group,
+                   float eps, float* y, cudaStream_t stream);
+// x[t, s·H + d] += w[t, s] · y[t, d]
+void hyper_connection_combine(float* x, const float* inject, const float* y, int64_t n_rows,
+                              int64_t n_streams, int64_t hidden, cudaStream_t stream);
+
+// ---- layers ----
+void hyper_connection_mix(const DeviceHyperConnectionWeights& weights, const float* x,
+                          int64_t n_rows, const DeviceContext& ctx, float* mix, float* inject);
+// PLE (§3.4): `embedding` [T, P] holds the gathered, dequantized n-gram rows (host → device).
+void ple_forward(const DevicePleWeights& weights, DevicePleState& state, const float* embedding,
+                 float* x, int64_t n_rows, const DeviceContext& ctx);
+void gated_deltanet_forward(const DeviceGatedDeltaNetWeights& weights,
+                            DeviceGatedDeltaNetState& state, const float* mix, int64_t n_rows,
+                            float* y, const DeviceContext& ctx);
+// Appends the rows' keys at [first_position, +T) (cache.length must equal first_position).
+void sparse_attention_forward(const DeviceSparseAttentionWeights& weights,
+                              DeviceAttentionCache& cache, const float* mix, int64_t n_rows,
+                              int64_t first_position, float* y, const DeviceContext& ctx);
+void moe_forward(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, const float* mix,
+                 int64_t n_rows, float* y, const DeviceContext& ctx);
+
+}  // namespace cherenkov::engine::cuda
