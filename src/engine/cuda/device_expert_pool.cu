@@ -2,8 +2,6 @@
 // stream, fences by CUDA events. Release events come from a ring: a slot remembers the ring
 // entry recorded after its last readers; should that entry be recorded again later (64 releases
 // on), waiting on it waits for later compute-stream work, which is conservative, never unsafe.
-#include "engine/cuda/device_expert_pool.h"
-
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -12,6 +10,7 @@
 
 #include "base/error.h"
 #include "engine/cuda/cuda_check.cuh"
+#include "engine/cuda/device_expert_pool.h"
 
 namespace cherenkov::engine::cuda {
 
@@ -93,12 +92,11 @@ int64_t DeviceExpertPool::key_of(int64_t layer, int32_t expert, int bits) const 
 const store::ExpertLayout& DeviceExpertPool::layout_for(int bits) {
     const auto b = static_cast<size_t>(bits);
     if (!has_layout_[b]) {
-        layout_by_bits_[b] = bits == layout_.bits
-                                 ? layout_
-                                 : store::make_expert_layout(
-                                       layout_.hidden, layout_.intermediate, bits,
-                                       layout_.group_size, layout_.n_trunk_layers,
-                                       layout_.n_mtp_layers, layout_.n_experts);
+        layout_by_bits_[b] = bits == layout_.bits ? layout_
+                                                  : store::make_expert_layout(
+                                                        layout_.hidden, layout_.intermediate, bits,
+                                                        layout_.group_size, layout_.n_trunk_layers,
+                                                        layout_.n_mtp_layers, layout_.n_experts);
         has_layout_[b] = true;
     }
     return layout_by_bits_[b];
@@ -117,10 +115,9 @@ DeviceExpert DeviceExpertPool::view_of(int32_t slot, int bits) {
     e.slot = slot;
     e.shape = ExpertShape{static_cast<int64_t>(l.hidden), static_cast<int64_t>(l.intermediate),
                           bits, l.group_size};
-    e.address = ExpertAddress{codes(l.gate.codes),   halves(l.gate.scales), halves(l.gate.biases),
-                              codes(l.up.codes),     halves(l.up.scales),   halves(l.up.biases),
-                              codes(l.down.codes),   halves(l.down.scales),
-                              halves(l.down.biases)};
+    e.address = ExpertAddress{codes(l.gate.codes), halves(l.gate.scales), halves(l.gate.biases),
+                              codes(l.up.codes),   halves(l.up.scales),   halves(l.up.biases),
+                              codes(l.down.codes), halves(l.down.scales), halves(l.down.biases)};
     return e;
 }
 
@@ -167,8 +164,8 @@ void DeviceExpertPool::upload(int32_t slot, const ExpertWeights& weights) {
     Slot& s = slots_[static_cast<size_t>(slot)];
     // The copy waits for the kernels that last read this slot.
     if (s.release >= 0) {
-        CHERENKOV_CUDA_CHECK(cudaStreamWaitEvent(
-            impl_->copy, impl_->release[static_cast<size_t>(s.release)], 0));
+        CHERENKOV_CUDA_CHECK(
+            cudaStreamWaitEvent(impl_->copy, impl_->release[static_cast<size_t>(s.release)], 0));
     }
     std::byte* base = impl_->memory + static_cast<uint64_t>(slot) * slot_bytes_;
     const uint64_t used = l.down.biases.end();
@@ -217,7 +214,7 @@ DeviceExpert DeviceExpertPool::acquire(int64_t layer, int32_t expert,
         lru_push_newest(slot);
     } else {
         slot = take_victim();
-        lru_push_newest(slot);    // keyless until the copy is queued
+        lru_push_newest(slot);  // keyless until the copy is queued
         upload(slot, weights);
         slots_[static_cast<size_t>(slot)].key = key;
         slot_of_key_[static_cast<size_t>(key)] = slot;
@@ -277,6 +274,10 @@ void* DeviceExpertPool::host_staging(size_t bytes) {
     CHERENKOV_CUDA_CHECK(cudaMallocHost(&impl_->staging, size));
     impl_->staging_bytes = size;
     return impl_->staging;
+}
+
+void* DeviceExpertPool::compute_stream() const {
+    return impl_->compute;
 }
 
 int32_t DeviceExpertPool::slot_of(int64_t layer, int32_t expert, int bits) const {

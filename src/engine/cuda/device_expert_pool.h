@@ -35,15 +35,15 @@ struct DeviceExpert {
     int32_t slot = -1;
 
     DeviceAffineMatrix gate() const {
-        return {shape.intermediate,   shape.hidden,          shape.bits, shape.group_size,
-                address.gate_codes,   address.gate_scales,   address.gate_biases};
+        return {shape.intermediate, shape.hidden,        shape.bits,         shape.group_size,
+                address.gate_codes, address.gate_scales, address.gate_biases};
     }
     DeviceAffineMatrix up() const {
-        return {shape.intermediate, shape.hidden,        shape.bits, shape.group_size,
-                address.up_codes,   address.up_scales,   address.up_biases};
+        return {shape.intermediate, shape.hidden,      shape.bits,       shape.group_size,
+                address.up_codes,   address.up_scales, address.up_biases};
     }
     DeviceAffineMatrix down() const {
-        return {shape.hidden,       shape.intermediate,  shape.bits, shape.group_size,
+        return {shape.hidden,       shape.intermediate,  shape.bits,         shape.group_size,
                 address.down_codes, address.down_scales, address.down_biases};
     }
 };
@@ -65,9 +65,9 @@ public:
     // (records' 4096-byte tail padding is not copied).
     static uint64_t slot_bytes_for(const store::ExpertLayout& layout, int max_bits = 0) {
         const int bits = max_bits > layout.bits ? max_bits : layout.bits;
-        const store::ExpertLayout at = store::make_expert_layout(
-            layout.hidden, layout.intermediate, bits, layout.group_size, layout.n_trunk_layers,
-            layout.n_mtp_layers, layout.n_experts);
+        const store::ExpertLayout at =
+            store::make_expert_layout(layout.hidden, layout.intermediate, bits, layout.group_size,
+                                      layout.n_trunk_layers, layout.n_mtp_layers, layout.n_experts);
         return store::align_up(at.down.biases.end(), 256);
     }
     // Slots that fit in `bytes` of device memory (the caller decides the budget).
@@ -99,6 +99,7 @@ public:
     // Valid until the next call; the caller may only write it where no queued copy still reads.
     void* host_staging(size_t bytes);
 
+    void* compute_stream() const;  // the stream given at construction
     int64_t n_slots() const { return n_slots_; }
     uint64_t slot_bytes() const { return slot_bytes_; }
     uint64_t bytes() const { return static_cast<uint64_t>(n_slots_) * slot_bytes_; }
@@ -118,7 +119,7 @@ private:
         int64_t key = -1;  // record_index · 9 + bits, or -1: free
         uint32_t pins = 0;
         int32_t release = -1;  // release event (Impl's ring) after the last kernels reading it
-        int32_t older = -1;  // LRU list: towards the least recently used end
+        int32_t older = -1;    // LRU list: towards the least recently used end
         int32_t newer = -1;
     };
 
@@ -136,8 +137,8 @@ private:
     int max_bits_ = 0;
     std::unique_ptr<Impl> impl_;
     std::vector<Slot> slots_;
-    std::vector<int32_t> slot_of_key_;  // [n_records · 9], -1: not resident
-    std::vector<int32_t> pinned_;       // slots pinned since the last release
+    std::vector<int32_t> slot_of_key_;                 // [n_records · 9], -1: not resident
+    std::vector<int32_t> pinned_;                      // slots pinned since the last release
     std::vector<store::ExpertLayout> layout_by_bits_;  // [9], computed on first use
     std::vector<bool> has_layout_;                     // [9]
     int32_t oldest_ = -1;

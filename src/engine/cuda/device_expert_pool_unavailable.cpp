@@ -23,6 +23,9 @@ void DeviceExpertPool::finish_batch() noexcept {}
 void* DeviceExpertPool::host_staging(size_t) {
     throw_unsupported("[device_expert_pool] built without CUDA");
 }
+void* DeviceExpertPool::compute_stream() const {
+    return nullptr;
+}
 int32_t DeviceExpertPool::slot_of(int64_t, int32_t, int) const {
     return -1;
 }

@@ -42,9 +42,9 @@ __device__ __forceinline__ bool ranks_before(float v, int i, float best_v, int b
 __global__ void router_topk_kernel(const float* logits, int n_experts, int top, bool normalize,
                                    int32_t* experts, float* weights, float* margins) {
     extern __shared__ float shared[];
-    float* p = shared;                                                    // [E]
-    float* reduce = shared + n_experts;                                   // [32]
-    int* chosen = reinterpret_cast<int*>(reduce + 32);                    // [top + 1]
+    float* p = shared;                                                          // [E]
+    float* reduce = shared + n_experts;                                         // [32]
+    int* chosen = reinterpret_cast<int*>(reduce + 32);                          // [top + 1]
     unsigned char* taken = reinterpret_cast<unsigned char*>(chosen + top + 1);  // [E]
     __shared__ float warp_best_v[32];
     __shared__ int warp_best_i[32];
@@ -157,8 +157,8 @@ __global__ void scatter_rows_kernel(const float* yg, const int32_t* slots, int h
 // part_rows, part_weights: [T, top]; parts: [*, H]; shared, routed, y: [T, H]; shared_gate: [T].
 __global__ void moe_combine_kernel(const float* parts, const int32_t* part_rows,
                                    const float* part_weights, int top, const float* shared,
-                                   const float* shared_gate, int n_rows, int hidden,
-                                   float* routed, float* y) {
+                                   const float* shared_gate, int n_rows, int hidden, float* routed,
+                                   float* y) {
     const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (index >= static_cast<int64_t>(n_rows) * hidden) return;
     const int t = static_cast<int>(index / hidden);
@@ -250,8 +250,8 @@ struct BatchFence {
 class RoutedExperts {
 public:
     RoutedExperts(const DeviceMoeWeights& weights, const float* mix, int64_t n_rows,
-                  std::span<const int32_t> experts, std::byte* staging,
-                  const StagingLayout& layout, const DeviceContext& ctx)
+                  std::span<const int32_t> experts, std::byte* staging, const StagingLayout& layout,
+                  const DeviceContext& ctx)
         : weights_(weights),
           ctx_(ctx),
           pool_(*ctx.expert_pool),
@@ -325,8 +325,8 @@ void RoutedExperts::prepare(size_t n_union) {
         group_ = static_cast<int>(std::min<int64_t>(kDecodeGroup, pool_.n_slots()));
         parts_ = std::make_unique<DeviceScratch<float>>(n_union * t * h, stream);
         tables_ = std::make_unique<DeviceScratch<ExpertAddress>>(n_union, stream);
-        h_ = std::make_unique<DeviceScratch<float>>(static_cast<size_t>(group_) * t * inter,
-                                                    stream);
+        h_ =
+            std::make_unique<DeviceScratch<float>>(static_cast<size_t>(group_) * t * inter, stream);
         return;
     }
     // Counting sort of the (row, slot) indices by expert, in increasing index within each.
@@ -430,8 +430,8 @@ void RoutedExperts::run_prefill(int32_t expert, const ExpertWeights& host) {
 }
 
 // The routing trace lines, exactly as engine/model/moe.cpp writes them.
-void write_routing_trace(const DeviceContext& ctx, int64_t table_layer, int64_t n_rows,
-                         int64_t top, const int32_t* experts, const float* weights) {
+void write_routing_trace(const DeviceContext& ctx, int64_t table_layer, int64_t n_rows, int64_t top,
+                         const int32_t* experts, const float* weights) {
     if (ctx.routing_trace == nullptr) return;
     for (int64_t t = 0; t < n_rows; ++t) {
         *ctx.routing_trace << ctx.trace_step << ' ' << table_layer << ' ' << t;
@@ -444,8 +444,8 @@ void write_routing_trace(const DeviceContext& ctx, int64_t table_layer, int64_t 
 }
 
 // The shared expert (no IO): shared = down(silu(gate·x) ⊙ up·x) [T, H], gate [T].
-void shared_expert(const DeviceMoeWeights& weights, const float* mix, int64_t n_rows,
-                   float* shared, float* gate, const DeviceContext& ctx) {
+void shared_expert(const DeviceMoeWeights& weights, const float* mix, int64_t n_rows, float* shared,
+                   float* gate, const DeviceContext& ctx) {
     const int64_t inter = weights.shared_gate.out_features();
     DeviceScratch<float> g(static_cast<size_t>(n_rows * inter), ctx.stream);
     DeviceScratch<float> u(static_cast<size_t>(n_rows * inter), ctx.stream);
@@ -466,6 +466,9 @@ void moe_forward(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, 
     const auto& c = *ctx.config;
     CHERENKOV_ASSERT(ctx.experts != nullptr && ctx.expert_pool != nullptr,
                      "moe_forward needs an expert source and a device pool");
+    // The pool's events fence copies against the kernels of its compute stream.
+    CHERENKOV_ASSERT(ctx.expert_pool->compute_stream() == static_cast<void*>(ctx.stream),
+                     "the expert pool was made for ctx.stream");
     CHERENKOV_ASSERT(c.num_experts_per_tok >= 1 && c.num_experts_per_tok <= c.num_experts,
                      "validated config");
     if (n_rows <= 0) return;
@@ -499,8 +502,7 @@ void moe_forward(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, 
     const auto* experts = reinterpret_cast<const int32_t*>(staging + layout.readback);
     const auto* expert_weights = reinterpret_cast<const float*>(experts + tk);
     const auto n_tk = static_cast<size_t>(tk);
-    const std::vector<ExpertRequest> requests =
-        union_of({experts, n_tk}, {expert_weights, n_tk});
+    const std::vector<ExpertRequest> requests = union_of({experts, n_tk}, {expert_weights, n_tk});
     write_routing_trace(ctx, weights.table_layer, n_rows, top, experts, expert_weights);
 
     // Lookahead before this layer's fetch, so the source can queue those reads behind its misses.
@@ -548,12 +550,10 @@ void moe_forward(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, 
     CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(combine.data(), part_rows, 2 * n_tk * sizeof(int32_t),
                                          cudaMemcpyHostToDevice, stream));
     DeviceScratch<float> routed(static_cast<size_t>(n_rows * h), stream);
-    moe_combine_kernel<<<blocks(n_rows * h, kElementwiseThreads), kElementwiseThreads, 0,
-                         stream>>>(routed_experts.parts(), combine.data(),
-                                   reinterpret_cast<const float*>(combine.data() + tk),
-                                   static_cast<int>(top), shared.data(), shared_gate.data(),
-                                   static_cast<int>(n_rows), static_cast<int>(h), routed.data(),
-                                   y);
+    moe_combine_kernel<<<blocks(n_rows * h, kElementwiseThreads), kElementwiseThreads, 0, stream>>>(
+        routed_experts.parts(), combine.data(), reinterpret_cast<const float*>(combine.data() + tk),
+        static_cast<int>(top), shared.data(), shared_gate.data(), static_cast<int>(n_rows),
+        static_cast<int>(h), routed.data(), y);
     check_launch();
     ctx.record("moe.routed_out", routed.data(), n_rows * h);
     ctx.record("moe.out", y, n_rows * h);

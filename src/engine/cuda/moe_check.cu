@@ -1,6 +1,4 @@
 // MoeCheck (moe_check.h): the host-side harness around the device MoE block.
-#include "engine/cuda/moe_check.h"
-
 #include <cuda_runtime.h>
 
 #include <string>
@@ -8,6 +6,7 @@
 #include "base/error.h"
 #include "engine/cuda/device_buffer.h"
 #include "engine/cuda/device_layers.cuh"
+#include "engine/cuda/moe_check.h"
 
 namespace cherenkov::engine::cuda {
 
@@ -15,7 +14,7 @@ struct MoeCheck::Impl {
     const ModelWeights* weights = nullptr;
     ExpertSource* experts = nullptr;
     cudaStream_t stream = nullptr;
-    DeviceBuffer dense;  // a copy of dense.bin
+    DeviceBuffer dense;                 // a copy of dense.bin
     std::vector<DeviceMoeWeights> moe;  // [n_layers]
     std::unique_ptr<DeviceExpertPool> pool;
 
@@ -55,8 +54,8 @@ MoeCheck::MoeCheck(const ModelWeights& weights, ExpertSource& experts, int64_t p
 MoeCheck::~MoeCheck() = default;
 
 std::vector<float> MoeCheck::run(int64_t layer, const std::vector<float>& mix, int64_t n_rows,
-                                 bool lookahead, ForwardTrace* trace,
-                                 std::ostream* routing_trace, int64_t trace_step) {
+                                 bool lookahead, ForwardTrace* trace, std::ostream* routing_trace,
+                                 int64_t trace_step) {
     const auto& config = impl_->weights->config;
     const auto n_layers = static_cast<int64_t>(impl_->moe.size());
     if (layer < 0 || layer >= n_layers) {
@@ -79,9 +78,8 @@ std::vector<float> MoeCheck::run(int64_t layer, const std::vector<float>& mix, i
     ctx.trace_prefix = "layers." + std::to_string(layer) + ".";
     ctx.routing_trace = routing_trace;
     ctx.trace_step = trace_step;
-    const DeviceMoeWeights* next = lookahead && layer + 1 < n_layers
-                                       ? &impl_->moe[static_cast<size_t>(layer + 1)]
-                                       : nullptr;
+    const DeviceMoeWeights* next =
+        lookahead && layer + 1 < n_layers ? &impl_->moe[static_cast<size_t>(layer + 1)] : nullptr;
     moe_forward(impl_->moe[static_cast<size_t>(layer)], next, d_mix.as<const float>(), n_rows,
                 d_y.as<float>(), ctx);
     CHERENKOV_CUDA_CHECK(cudaStreamSynchronize(impl_->stream));

@@ -135,8 +135,8 @@ TEST_F(CudaMoe, RecordsTheCpuTraceAndRoutingTrace) {
     std::ostringstream gpu_routing;
     cpu(0, mix, n_rows, &cpu_trace, &cpu_routing);
     gpu.run(0, mix, n_rows, true, &gpu_trace, &gpu_routing);
-    for (const char* name : {"moe.router_logits", "moe.margin", "moe.shared_out",
-                             "moe.routed_out", "moe.out"}) {
+    for (const char* name :
+         {"moe.router_logits", "moe.margin", "moe.shared_out", "moe.routed_out", "moe.out"}) {
         const std::string key = std::string("layers.0.") + name;
         ASSERT_TRUE(gpu_trace.tensors.count(key) == 1) << key;
         const std::vector<float>& e = cpu_trace.tensors.at(key);
@@ -258,9 +258,10 @@ TEST_F(CudaDeviceExpertPool, EvictsTheLeastRecentlyUsedSlotAndCounts) {
     EXPECT_EQ(pool.bytes(), 2 * pool.slot_bytes());
 
     // The device addresses follow the store's part offsets inside the slot.
-    EXPECT_EQ(reinterpret_cast<const std::byte*>(c.address.down_biases) -
-                  reinterpret_cast<const std::byte*>(c.address.gate_codes),
-              static_cast<ptrdiff_t>(host.layout.down.biases.offset - host.layout.gate.codes.offset));
+    EXPECT_EQ(
+        reinterpret_cast<const std::byte*>(c.address.down_biases) -
+            reinterpret_cast<const std::byte*>(c.address.gate_codes),
+        static_cast<ptrdiff_t>(host.layout.down.biases.offset - host.layout.gate.codes.offset));
     EXPECT_EQ(c.shape.bits, 4);
     EXPECT_EQ(c.shape.hidden, kHidden);
     EXPECT_EQ(c.shape.intermediate, kInter);
