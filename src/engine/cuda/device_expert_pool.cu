@@ -224,6 +224,20 @@ DeviceExpert DeviceExpertPool::acquire(int64_t layer, int32_t expert,
     return view_of(slot, weights.bits);
 }
 
+std::optional<DeviceExpert> DeviceExpertPool::acquire_resident(int64_t layer, int32_t expert,
+                                                               int bits) {
+    if (bits > max_bits_) return std::nullopt;
+    const int64_t key = key_of(layer, expert, bits);
+    const int32_t slot = slot_of_key_[static_cast<size_t>(key)];
+    if (slot < 0) return std::nullopt;
+    ++counters_.hits;
+    lru_unlink(slot);
+    lru_push_newest(slot);
+    Slot& s = slots_[static_cast<size_t>(slot)];
+    if (s.pins++ == 0) pinned_.push_back(slot);
+    return view_of(slot, bits);
+}
+
 void DeviceExpertPool::release_pinned() {
     if (pinned_.empty()) return;
     const int index = impl_->next_release;

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "engine/cuda/affine_gemv.h"
@@ -82,6 +83,14 @@ public:
     // queued later. The host record must stay alive until wait_host_copies() or finish_batch().
     // Throws ResourceExhausted when every slot is pinned, InvalidInput for unsupported bits.
     DeviceExpert acquire(int64_t layer, int32_t expert, const ExpertWeights& weights);
+
+    // The resident record of (layer, expert, bits), pinned, as acquire() would return it on a
+    // hit; nullopt when it is not resident (nothing is counted then: the later acquire() with
+    // the host record counts the upload). Lets the caller skip host fetches of resident experts.
+    std::optional<DeviceExpert> acquire_resident(int64_t layer, int32_t expert, int bits);
+    bool resident(int64_t layer, int32_t expert, int bits) const {
+        return slot_of(layer, expert, bits) >= 0;
+    }
 
     // Call after queuing (on the compute stream) every kernel that reads the slots pinned since
     // the last release: records one event there, which later copies into those slots wait for,

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <optional>
 #include <climits>
 #include <memory>
 #include <span>
@@ -285,6 +286,8 @@ private:
     void add_decode(int32_t expert, const ExpertWeights& host);
     void flush_decode();
     void run_prefill(int32_t expert, const ExpertWeights& host);
+    void use_decode(int32_t expert, const DeviceExpert& device);
+    void use_prefill(int32_t expert, const DeviceExpert& device);
 
     const DeviceMoeWeights& weights_;
     const DeviceContext& ctx_;
@@ -350,10 +353,27 @@ void RoutedExperts::prepare(size_t n_union) {
 
 void RoutedExperts::run(std::span<const ExpertRequest> requests) {
     prepare(requests.size());
+    // Experts already in the device pool are computed first and never asked of the host source
+    // (which would read them again); only the device pool's misses are fetched.
+    const int bits = pool_.layout().bits;
+    std::vector<ExpertRequest> missing;
+    for (const ExpertRequest& q : requests) {
+        if (decode_ && n_table_ > first_pending_ && pending_shape_.bits != bits) flush_decode();
+        const std::optional<DeviceExpert> device =
+            pool_.acquire_resident(weights_.table_layer, q.expert, bits);
+        if (!device) {
+            missing.push_back(q);
+        } else if (decode_) {
+            use_decode(q.expert, *device);
+        } else {
+            use_prefill(q.expert, *device);
+        }
+    }
+    if (decode_) flush_decode();
     const size_t group = std::max<size_t>(ctx_.experts->max_batch_experts(), 1);
-    for (size_t first = 0; first < requests.size(); first += group) {
-        const std::span<const ExpertRequest> part =
-            requests.subspan(first, std::min(group, requests.size() - first));
+    for (size_t first = 0; first < missing.size(); first += group) {
+        const std::span<const ExpertRequest> part = std::span<const ExpertRequest>(missing).subspan(
+            first, std::min(group, missing.size() - first));
         std::unique_ptr<ExpertBatch> batch = ctx_.experts->fetch(weights_.table_layer, part);
         const BatchFence fence{pool_};
         size_t index = 0;
@@ -376,7 +396,10 @@ void RoutedExperts::add_decode(int32_t expert, const ExpertWeights& host) {
     // One launch takes one precision; flush before acquiring so that the release after the
     // launch does not unpin this expert's slot before its own kernels are queued.
     if (n_table_ > first_pending_ && host.bits != pending_shape_.bits) flush_decode();
-    const DeviceExpert device = pool_.acquire(weights_.table_layer, expert, host);
+    use_decode(expert, pool_.acquire(weights_.table_layer, expert, host));
+}
+
+void RoutedExperts::use_decode(int32_t expert, const DeviceExpert& device) {
     pending_shape_ = device.shape;
     auto* tables = reinterpret_cast<ExpertAddress*>(staging_ + layout_.tables);
     tables[n_table_] = device.address;
@@ -402,7 +425,10 @@ void RoutedExperts::flush_decode() {
 }
 
 void RoutedExperts::run_prefill(int32_t expert, const ExpertWeights& host) {
-    const DeviceExpert device = pool_.acquire(weights_.table_layer, expert, host);
+    use_prefill(expert, pool_.acquire(weights_.table_layer, expert, host));
+}
+
+void RoutedExperts::use_prefill(int32_t expert, const DeviceExpert& device) {
     const cudaStream_t stream = ctx_.stream;
     const int32_t first = first_slot_[static_cast<size_t>(expert)];
     const int32_t n = first_slot_[static_cast<size_t>(expert) + 1] - first;
@@ -510,8 +536,11 @@ void moe_forward(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, 
         const int32_t* next_experts = experts + 2 * tk;
         const auto* next_weights = reinterpret_cast<const float*>(next_experts + tk);
         std::vector<int32_t> predicted;
+        const int bits = ctx.expert_pool->layout().bits;
         for (const ExpertRequest& q : union_of({next_experts, n_tk}, {next_weights, n_tk})) {
-            predicted.push_back(q.expert);
+            // Device-resident experts need no host read.
+            if (!ctx.expert_pool->resident(next->table_layer, q.expert, bits))
+                predicted.push_back(q.expert);
         }
         ctx.experts->predict(next->table_layer, predicted);
     }
