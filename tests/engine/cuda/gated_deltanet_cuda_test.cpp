@@ -179,8 +179,12 @@ TestLayer make_layer(const Shape& shape, uint64_t seed) {
     w.conv = fill_floats(
         buffer,
         random_vector(static_cast<size_t>(c.conv_dim * c.linear_conv_kernel_dim), 0.7F, seed + 6));
-    // dt_bias small; a_log = log(uniform(1, 16)); the norm weight around 1.
-    w.dt_bias = fill_floats(buffer, random_vector(static_cast<size_t>(hv), 0.5F, seed + 7));
+    // dt_bias uniform in [-6, 0] (per-row decays g = exp(-exp(a_log)·softplus(a + dt_bias)) from
+    // ~0.99, a long memory as in trained models, down to ~0); a_log = log(uniform(1, 16)); the
+    // norm weight around 1.
+    std::vector<float> dt_bias = random_vector(static_cast<size_t>(hv), 3.0F, seed + 7);
+    for (float& v : dt_bias) v -= 3.0F;
+    w.dt_bias = fill_floats(buffer, dt_bias);
     std::vector<float> a_log = random_vector(static_cast<size_t>(hv), 1.0F, seed + 8);
     for (float& v : a_log) v = std::log(1.0F + 7.5F * (v + 1.0F));
     w.a_log = fill_floats(buffer, a_log);
