@@ -54,13 +54,13 @@ __global__ void conv_silu_kernel(const float* __restrict__ hist, const float* __
 __global__ void qk_l2_norm_kernel(float* __restrict__ conv, int64_t conv_dim, int64_t n_key_heads,
                                   int dk, float q_scale) {
     const int lane = static_cast<int>(threadIdx.x);
-    const int64_t vector = blockIdx.y;  // < 2·Hk
-    float* x = conv + static_cast<int64_t>(blockIdx.x) * conv_dim + vector * dk;
+    const int64_t head_vector = blockIdx.y;  // < 2·Hk
+    float* x = conv + static_cast<int64_t>(blockIdx.x) * conv_dim + head_vector * dk;
     float sum = 0.0F;
     for (int i = lane; i < dk; i += 32) sum += x[i] * x[i];
     sum = warp_sum(sum);
     const float inv = 1.0F / sqrtf(sum + kL2Eps);
-    const bool is_q = vector < n_key_heads;
+    const bool is_q = head_vector < n_key_heads;
     for (int i = lane; i < dk; i += 32) {
         float v = x[i] * inv;
         if (is_q) v = v * q_scale;
@@ -330,6 +330,21 @@ const float* translate_floats(const float* host, const void* host_base, uint64_t
     return reinterpret_cast<const float*>(static_cast<const char*>(device_base) + (at - base));
 }
 
+// A non-blocking stream, destroyed with its owner (errors on destruction are ignored).
+class OwnedStream {
+public:
+    OwnedStream() {
+        CHERENKOV_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    }
+    ~OwnedStream() { cudaStreamDestroy(stream_); }
+    OwnedStream(const OwnedStream&) = delete;
+    OwnedStream& operator=(const OwnedStream&) = delete;
+    cudaStream_t get() const { return stream_; }
+
+private:
+    cudaStream_t stream_ = nullptr;
+};
+
 }  // namespace
 
 void gated_deltanet_check(const model_data::qwen4_exp::Config& config,
@@ -371,37 +386,29 @@ void gated_deltanet_check(const model_data::qwen4_exp::Config& config,
     DeviceBuffer d_recurrent_snaps(recurrent_snapshots != nullptr ? floats(n_rows * recurrent_size)
                                                                   : 0);
     DeviceBuffer d_conv_snaps(conv_snapshots != nullptr ? floats(n_rows * conv_size) : 0);
-    d_recurrent_snaps.fill(0xFF);
-    d_conv_snaps.fill(0xFF);
+    if (d_recurrent_snaps.size() > 0) d_recurrent_snaps.fill(0xFF);
+    if (d_conv_snaps.size() > 0) d_conv_snaps.fill(0xFF);
     // Pageable uploads may still be in flight on the legacy stream; the work stream below does
     // not wait for it.
     device_synchronize();
 
-    cudaStream_t stream = nullptr;
-    CHERENKOV_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    try {
-        DeviceGatedDeltaNetState device_state{d_conv.as<float>(), d_recurrent.as<float>()};
-        DeviceContext ctx;
-        ctx.config = &config;
-        ctx.stream = stream;
-        int64_t done = 0;
-        for (const int64_t rows : chunk_rows) {
-            ctx.gdn_recurrent_snapshots =
-                recurrent_snapshots != nullptr
-                    ? d_recurrent_snaps.as<float>() + done * recurrent_size
-                    : nullptr;
-            ctx.gdn_conv_snapshots =
-                conv_snapshots != nullptr ? d_conv_snaps.as<float>() + done * conv_size : nullptr;
-            gated_deltanet_forward(dw, device_state, d_mix.as<float>() + done * hidden, rows,
-                                   d_y.as<float>() + done * hidden, ctx);
-            done += rows;
-        }
-        CHERENKOV_CUDA_CHECK(cudaStreamSynchronize(stream));
-    } catch (...) {
-        cudaStreamDestroy(stream);
-        throw;
+    const OwnedStream stream;
+    DeviceGatedDeltaNetState device_state{d_conv.as<float>(), d_recurrent.as<float>()};
+    DeviceContext ctx;
+    ctx.config = &config;
+    ctx.stream = stream.get();
+    int64_t done = 0;
+    for (const int64_t rows : chunk_rows) {
+        ctx.gdn_recurrent_snapshots = recurrent_snapshots != nullptr
+                                          ? d_recurrent_snaps.as<float>() + done * recurrent_size
+                                          : nullptr;
+        ctx.gdn_conv_snapshots =
+            conv_snapshots != nullptr ? d_conv_snaps.as<float>() + done * conv_size : nullptr;
+        gated_deltanet_forward(dw, device_state, d_mix.as<float>() + done * hidden, rows,
+                               d_y.as<float>() + done * hidden, ctx);
+        done += rows;
     }
-    CHERENKOV_CUDA_CHECK(cudaStreamDestroy(stream));
+    CHERENKOV_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
 
     d_y.download(y, floats(n_rows * hidden));
     d_recurrent.download(state.recurrent.data(), floats(recurrent_size));
