@@ -335,7 +335,7 @@ CudaModel::CudaModel(const ModelWeights& weights, ExpertSource& experts,
         static_cast<uint64_t>(options.prefill_chunk) * widest * 8 * sizeof(float) + (512ULL << 20);
     const store::ExpertLayout& layout = experts.layout();
     PoolRequirements req;
-    req.slot_bytes = (layout.record_bytes + 255) / 256 * 256;
+    req.slot_bytes = DeviceExpertPool::slot_bytes_for(layout, options.max_bits);
     req.n_table_records = layout.n_records();
     req.step_records = static_cast<uint64_t>(options.max_rows * c.num_experts_per_tok);
     req.fixed_bytes = state_floats * sizeof(float);
@@ -357,7 +357,7 @@ CudaModel::CudaModel(const ModelWeights& weights, ExpertSource& experts,
                       " MB are needed for the sequence caches");
     }
     pool_ = std::make_unique<DeviceExpertPool>(layout, static_cast<int64_t>(budget.n_slots),
-                                               static_cast<void*>(stream_));
+                                               static_cast<void*>(stream_), options.max_bits);
     pool_description_ = "device " + budget.description;
 }
 
@@ -477,12 +477,12 @@ ForwardResult CudaModel::forward(SequenceState& state, std::span<const int32_t> 
     // N-gram rows gathered on the host, dequantized, and copied for the PLE layers.
     std::vector<std::vector<int64_t>> ngram_ids;
     const std::vector<int64_t> next_context = layer_ngram_ids(weights_, state, tokens, ngram_ids);
-    std::vector<DeviceScratch<float>> ple_rows;
-    ple_rows.reserve(weights_.layers.size());
+    std::vector<std::unique_ptr<DeviceScratch<float>>> ple_rows;
     for (size_t l = 0; l < weights_.layers.size(); ++l) {
         const bool has = weights_.layers[l].ple.has_value();
         const int64_t p_dim = c.ple_embed_dim;
-        ple_rows.emplace_back(has ? static_cast<size_t>(n_rows * p_dim) : 0, stream_);
+        ple_rows.push_back(std::make_unique<DeviceScratch<float>>(
+            has ? static_cast<size_t>(n_rows * p_dim) : 0, stream_));
         if (!has) continue;
         const PleWeights& ple = *weights_.layers[l].ple;
         std::vector<float> rows(static_cast<size_t>(n_rows * p_dim));
@@ -494,7 +494,7 @@ ForwardResult CudaModel::forward(SequenceState& state, std::span<const int32_t> 
             }
         }
         // From pageable memory: the call returns once `rows` has been consumed.
-        CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(ple_rows.back().data(), rows.data(),
+        CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(ple_rows.back()->data(), rows.data(),
                                              rows.size() * sizeof(float), cudaMemcpyHostToDevice,
                                              stream_));
     }
@@ -531,7 +531,7 @@ ForwardResult CudaModel::forward(SequenceState& state, std::span<const int32_t> 
         }
         const DeviceLayerWeights* next =
             l + 1 < device_->layers.size() ? &device_->layers[l + 1] : nullptr;
-        decoder_layer(device_->layers[l], next, dev.layers[l], ple_rows[l].data(), x.data(),
+        decoder_layer(device_->layers[l], next, dev.layers[l], ple_rows[l]->data(), x.data(),
                       n_rows, state.position, ctx);
     }
     experts_.end_step();
@@ -688,6 +688,14 @@ nlohmann::json CudaModel::backend_stats() const {
     stats["device_weights_bytes"] = device_->bytes();
     stats["device_expert_pool_bytes"] = pool_->bytes();
     stats["device_expert_pool"] = pool_description_;
+    const DeviceExpertPoolCounters counters = pool_->counters();
+    stats["device_expert_hits"] = counters.hits;
+    stats["device_expert_uploads"] = counters.uploads;
+    stats["device_expert_upload_bytes"] = counters.bytes_uploaded;
+    stats["device_expert_evictions"] = counters.evictions;
+    const uint64_t uses = counters.hits + counters.uploads;
+    stats["device_expert_hit_rate"] =
+        uses > 0 ? static_cast<double>(counters.hits) / static_cast<double>(uses) : 0.0;
     return stats;
 }
 

@@ -24,6 +24,7 @@ struct CudaModelOptions {
     int64_t max_rows = 3;           // rows per decode step (token + drafts): the pool's minimum
     int64_t max_ctx = 4096;         // context the memory plan reserves room for
     int64_t prefill_chunk = 256;    // rows per prefill call the scratch reservation covers
+    int max_bits = 0;               // the largest expert precision in use (mixed mode), 0: resident
 };
 
 // Uploads `weights` and sizes the device expert pool (adaptive: free device memory after the

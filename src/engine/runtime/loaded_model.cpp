@@ -108,6 +108,7 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
         device.pool = options.pool;
         device.max_rows = std::max<int64_t>(options.max_rows, 1);
         device.max_ctx = options.max_ctx;
+        device.max_bits = std::max(options.expert_bits, options.miss_bits);
         loaded->cuda_model_ =
             cuda::make_cuda_model(*loaded->weights_, *loaded->experts_, device);
         loaded->backend_ = loaded->cuda_model_.get();
