@@ -285,6 +285,13 @@ CudaModel::CudaModel(const ModelWeights& weights, ExpertSource& experts,
     device_name_ = prop.name;
     device_total_bytes_ = prop.totalGlobalMem;
     CHERENKOV_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    // Layer temporaries come from the stream-ordered pool (DeviceScratch); keep what it has
+    // reserved instead of returning it to the driver at every synchronization.
+    cudaMemPool_t mem_pool = nullptr;
+    CHERENKOV_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&mem_pool, options.device));
+    uint64_t keep_all = UINT64_MAX;
+    CHERENKOV_CUDA_CHECK(
+        cudaMemPoolSetAttribute(mem_pool, cudaMemPoolAttrReleaseThreshold, &keep_all));
 
     size_t free_bytes = 0;
     size_t total_bytes = 0;

@@ -100,3 +100,35 @@ def test_corrupt_store_is_detected_before_work(run_cli, stores, tmp_path):
         f.truncate(1000)
     result = run_cli(broken, "hello", check=False)
     assert result.returncode == 1 and "dense.bin" in result.stderr
+
+
+def test_backend_auto_runs_and_cuda_matches_cpu_or_says_why_not(run_cli, stores):
+    """With a CUDA device the GPU's greedy text and logits equal the CPU's; without one (or in a
+    build without CUDA) asking for it is a clear error and `auto` falls back to the CPU."""
+    args = [stores["a"], "def add(a, b):", "--raw", "--max-tokens", "24", "--no-eos"]
+    cpu = run_cli(*args, "--backend", "cpu")
+    assert "backend: cpu" in cpu.stderr
+    auto = run_cli(*args, "--backend", "auto")
+    assert auto.stdout == cpu.stdout
+    cuda = run_cli(*args, "--backend", "cuda", check=False)
+    if cuda.returncode != 0:
+        assert "no CUDA device" in cuda.stderr or "built without CUDA" in cuda.stderr
+        assert "backend: cpu" in auto.stderr
+        return
+    assert "backend: cuda" in cuda.stderr
+    assert cuda.stdout == cpu.stdout
+    ids = ",".join(str(i) for i in range(1, 30))
+    on = {b: np.array(json.loads(run_cli("logits", stores["a"], "--tokens", ids, "--full", "--json",
+                                         "--backend", b).stdout)["logits"], dtype=np.float32)
+          for b in ("cpu", "cuda")}
+    assert np.abs(on["cpu"] - on["cuda"]).max() < 1e-3
+
+
+def test_check_runs_the_reference_beside_the_backend(run_cli, stores):
+    result = run_cli(stores["a"], "Hello", "--max-tokens", "8", "--no-eos", "--drafts", "2", "--check")
+    lines = [line for line in result.stderr.splitlines() if line.startswith("check: ")]
+    assert any(line.startswith("check: forward") for line in lines)
+    assert any(line.startswith("check: mtp") for line in lines)
+    for line in lines:
+        diff = float(line.split("max |logit diff| ")[1].split(" ")[0])
+        assert diff < 1e-3, line
