@@ -25,20 +25,20 @@ namespace cherenkov::engine::cuda {
 
 namespace {
 
-constexpr int kNormThreads = 128;         // one CTA per head vector (D or dI ≤ a few hundred)
-constexpr int kScoreThreads = 256;        // 8 warps, one block key per warp at a time
-constexpr int kBlocksPerScoreCta = 64;    // block keys scored by one CTA
-constexpr int kSelectThreads = 512;       // one CTA per query row
-constexpr int kAttentionWarps = 4;        // warps of one attention CTA, one token each at a time
+constexpr int kNormThreads = 128;       // one CTA per head vector (D or dI ≤ a few hundred)
+constexpr int kScoreThreads = 256;      // 8 warps, one block key per warp at a time
+constexpr int kBlocksPerScoreCta = 64;  // block keys scored by one CTA
+constexpr int kSelectThreads = 512;     // one CTA per query row
+constexpr int kAttentionWarps = 4;      // warps of one attention CTA, one token each at a time
 constexpr int kAttentionThreads = kAttentionWarps * 32;
-constexpr int kMaxHeadDim = 512;          // D ≤ this: a lane holds D / 32 values in registers
+constexpr int kMaxHeadDim = 512;  // D ≤ this: a lane holds D / 32 values in registers
 constexpr int kPerLane = kMaxHeadDim / 32;
 constexpr int64_t kTokensPerSplit = 256;  // split-K chunk of the selected tokens
 // Bound on (row, head, split) CTAs of one call: prefill has parallelism from its rows, so it
 // gets fewer splits and the partial buffer stays small; decode (1-4 rows) gets up to
 // ceil(selected / kTokensPerSplit) splits.
 constexpr int64_t kMaxSplitCtas = 4096;
-constexpr int64_t kMaxGridRows = 65535;   // rows go on grid.y / grid.z
+constexpr int64_t kMaxGridRows = 65535;  // rows go on grid.y / grid.z
 
 // The token set of one query row (select_tokens in the CPU file): every token 0..p when there is
 // no indexer or at most `top` complete blocks; else the `top` selected blocks (ascending ids in
@@ -59,8 +59,8 @@ __host__ __device__ inline RowTokens row_tokens(bool has_indexer, int64_t positi
 }
 
 // The i-th token (i < row.count) of a row; `selected` holds the row's `top` block ids.
-__device__ inline int64_t row_token(const RowTokens& row, int64_t i, const int* selected,
-                                    int64_t r, int64_t top) {
+__device__ inline int64_t row_token(const RowTokens& row, int64_t i, const int* selected, int64_t r,
+                                    int64_t top) {
     if (row.dense) return i;
     if (i < top * r) return static_cast<int64_t>(selected[i / r]) * r + i % r;
     return row.n_blocks * r + (i - top * r);
@@ -94,8 +94,8 @@ __device__ void norm_rope_head(const float* x, const float* w, int n, int rotary
 // y) and is rotated at position first_position + t. grid (T, n_heads), kNormThreads threads.
 __global__ void head_norm_rope_kernel(const float* x, int64_t x_row_stride, int64_t x_head_stride,
                                       float* y, int64_t y_row_stride, int64_t y_head_stride,
-                                      const float* w, int n, int rotary_dim,
-                                      const float* inv_freq, int64_t first_position, float eps) {
+                                      const float* w, int n, int rotary_dim, const float* inv_freq,
+                                      int64_t first_position, float eps) {
     __shared__ float reduce[32];
     const int64_t t = blockIdx.x;
     const int64_t h = blockIdx.y;
@@ -107,8 +107,8 @@ __global__ void head_norm_rope_kernel(const float* x, int64_t x_row_stride, int6
 // with index_k_norm and rotated at position b·r. index_keys: [tokens, di]; block_keys:
 // [blocks, di]. Dynamic shared memory: di floats.
 __global__ void block_keys_kernel(const float* index_keys, int64_t first_block, int64_t r, int di,
-                                  const float* w, int rotary_dim, const float* inv_freq,
-                                  float eps, float* block_keys) {
+                                  const float* w, int rotary_dim, const float* inv_freq, float eps,
+                                  float* block_keys) {
     extern __shared__ float pooled[];
     __shared__ float reduce[32];
     const int64_t b = first_block + blockIdx.x;
@@ -180,8 +180,8 @@ __global__ void select_blocks_kernel(const float* scores, int64_t scores_stride,
     if (row.dense) return;
     const float* row_scores = scores + t * scores_stride;
 
-    uint64_t prefix = 0;  // the high bits found so far of the top-th largest key
-    uint64_t mask = 0;    // which bits those are
+    uint64_t prefix = 0;      // the high bits found so far of the top-th largest key
+    uint64_t mask = 0;        // which bits those are
     int64_t remaining = top;  // its rank among the keys that match the prefix
     for (int shift = 56; shift >= 0; shift -= 8) {
         for (int d = threadIdx.x; d < 256; d += blockDim.x) histogram[d] = 0;
@@ -230,11 +230,11 @@ __global__ void select_blocks_kernel(const float* scores, int64_t scores_stride,
 }
 
 struct AttentionParams {
-    const float* qg;  // [T, n_heads, 2·D]: query (normed, rotated), then gate
-    const float* keys;    // cache [tokens, kv_width]
-    const float* values;  // cache [tokens, kv_width]
-    const int* selected;  // [T, top] or null
-    float* partial_out;   // [T, n_heads, n_splits, D]: Σ exp(s − m)·v of one split
+    const float* qg;       // [T, n_heads, 2·D]: query (normed, rotated), then gate
+    const float* keys;     // cache [tokens, kv_width]
+    const float* values;   // cache [tokens, kv_width]
+    const int* selected;   // [T, top] or null
+    float* partial_out;    // [T, n_heads, n_splits, D]: Σ exp(s − m)·v of one split
     float* partial_stats;  // [T, n_heads, n_splits, 2]: (m, Σ exp(s − m))
     int64_t first_position;
     int64_t kv_width;
@@ -416,9 +416,7 @@ void record_selection_trace(const DeviceSparseAttentionWeights& weights, const f
         order.resize(static_cast<size_t>(row.n_blocks));
         std::iota(order.begin(), order.end(), 0);
         std::partial_sort(order.begin(), order.begin() + top + 1, order.end(),
-                          [&](int64_t a, int64_t b) {
-                              return s[a] != s[b] ? s[a] > s[b] : a < b;
-                          });
+                          [&](int64_t a, int64_t b) { return s[a] != s[b] ? s[a] > s[b] : a < b; });
         margins[static_cast<size_t>(t)] =
             s[order[static_cast<size_t>(top - 1)]] - s[order[static_cast<size_t>(top)]];
         for (int64_t i = 0; i < top; ++i) {
@@ -440,10 +438,10 @@ void index_projections(const DeviceSparseAttentionWeights& weights, DeviceAttent
     linear_apply(weights.index_qk, mix, n_rows, qk.data(), ctx.stream);
     head_norm_rope(qk.data(), qk_width, di, queries, ix.n_heads * di, di, weights.index_q_norm,
                    n_rows, ix.n_heads, di, first_position, ctx);
-    CHERENKOV_CUDA_CHECK(cudaMemcpy2DAsync(
-        cache.index_keys + cache.length * di, di * sizeof(float), qk.data() + ix.n_heads * di,
-        qk_width * sizeof(float), di * sizeof(float), n_rows, cudaMemcpyDeviceToDevice,
-        ctx.stream));
+    CHERENKOV_CUDA_CHECK(cudaMemcpy2DAsync(cache.index_keys + cache.length * di, di * sizeof(float),
+                                           qk.data() + ix.n_heads * di, qk_width * sizeof(float),
+                                           di * sizeof(float), n_rows, cudaMemcpyDeviceToDevice,
+                                           ctx.stream));
 }
 
 // kB_b of every block completed within cache.length that is not cached yet.
@@ -539,11 +537,9 @@ void sparse_attention_forward(const DeviceSparseAttentionWeights& weights,
         const dim3 score_grid(
             static_cast<unsigned>((scores_stride + kBlocksPerScoreCta - 1) / kBlocksPerScoreCta),
             static_cast<unsigned>(n_rows));
-        block_scores_kernel<<<score_grid, kScoreThreads, index_width * sizeof(float),
-                              ctx.stream>>>(index_queries.data(), cache.block_keys,
-                                            static_cast<int>(ix.n_heads),
-                                            static_cast<int>(ix.head_dim), first_position, r, top,
-                                            scores.data(), scores_stride);
+        block_scores_kernel<<<score_grid, kScoreThreads, index_width * sizeof(float), ctx.stream>>>(
+            index_queries.data(), cache.block_keys, static_cast<int>(ix.n_heads),
+            static_cast<int>(ix.head_dim), first_position, r, top, scores.data(), scores_stride);
         check_launch();
         select_blocks_kernel<<<static_cast<unsigned>(n_rows), kSelectThreads, 0, ctx.stream>>>(
             scores.data(), scores_stride, first_position, r, top, selected.data());
@@ -618,8 +614,7 @@ const float* translate_vector(const float* host, const void* host_base, uint64_t
     if (at < base || at >= base + n_bytes) {
         throw_internal("[sparse_attention] a norm weight lies outside the uploaded buffer");
     }
-    return reinterpret_cast<const float*>(static_cast<const std::byte*>(device_base) +
-                                          (at - base));
+    return reinterpret_cast<const float*>(static_cast<const std::byte*>(device_base) + (at - base));
 }
 
 DeviceBuffer upload_floats(const std::vector<float>& host) {
@@ -655,8 +650,8 @@ SparseAttentionCheck::SparseAttentionCheck(const model_data::qwen4_exp::Config& 
             translate_vector(weights.index_k_norm, host_base, n_bytes, device_base);
     }
 
-    const auto kv_floats = static_cast<size_t>(capacity * config.num_key_value_heads *
-                                               config.head_dim);
+    const auto kv_floats =
+        static_cast<size_t>(capacity * config.num_key_value_heads * config.head_dim);
     m.cache.capacity = capacity;
     m.keys = DeviceBuffer(kv_floats * sizeof(float));
     m.values = DeviceBuffer(kv_floats * sizeof(float));
@@ -666,8 +661,7 @@ SparseAttentionCheck::SparseAttentionCheck(const model_data::qwen4_exp::Config& 
         const auto& ix = *config.indexer;
         m.index_keys = DeviceBuffer(static_cast<size_t>(capacity * ix.head_dim) * sizeof(float));
         m.block_keys = DeviceBuffer(
-            static_cast<size_t>(std::max<int64_t>(1, capacity / ix.compress_ratio) *
-                                ix.head_dim) *
+            static_cast<size_t>(std::max<int64_t>(1, capacity / ix.compress_ratio) * ix.head_dim) *
             sizeof(float));
         m.cache.index_keys = m.index_keys.as<float>();
         m.cache.block_keys = m.block_keys.as<float>();
