@@ -157,8 +157,8 @@ __global__ void block_scores_kernel(const float* queries, const float* block_key
 // block index (the CPU's comparator). The high half maps the float to an unsigned value with
 // the same order (-0 counted as +0, since -0 == +0 on the CPU); the low half is ~b.
 __device__ inline uint64_t selection_key(float score, int64_t b) {
-    if (score == 0.0F) score = 0.0F;
     uint32_t bits = __float_as_uint(score);
+    if ((bits & 0x7FFFFFFFU) == 0) bits = 0;  // -0 → +0
     bits = (bits & 0x80000000U) != 0 ? ~bits : (bits | 0x80000000U);
     return (static_cast<uint64_t>(bits) << 32) |
            static_cast<uint64_t>(0xFFFFFFFFU - static_cast<uint32_t>(b));
@@ -472,7 +472,7 @@ void check_shapes(const DeviceSparseAttentionWeights& weights, const DeviceAtten
                        std::to_string(first_position) + " exceed the cache's capacity of " +
                        std::to_string(cache.capacity) + " tokens");
     }
-    CHERENKOV_ASSERT(n_rows >= 1 && n_rows <= kMaxGridRows, "rows of one call fit a grid axis");
+    CHERENKOV_ASSERT(n_rows >= 0 && n_rows <= kMaxGridRows, "rows of one call fit a grid axis");
     CHERENKOV_ASSERT(c.head_dim <= kMaxHeadDim, "head_dim fits the attention kernel's registers");
     CHERENKOV_ASSERT(c.rotary_dim <= c.head_dim, "rotary dims lie within the head");
     CHERENKOV_ASSERT(c.num_attention_heads % c.num_key_value_heads == 0, "whole GQA groups");
@@ -491,6 +491,7 @@ void sparse_attention_forward(const DeviceSparseAttentionWeights& weights,
                               DeviceAttentionCache& cache, const float* mix, int64_t n_rows,
                               int64_t first_position, float* y, const DeviceContext& ctx) {
     check_shapes(weights, cache, n_rows, first_position, ctx);
+    if (n_rows == 0) return;
     const auto& c = *ctx.config;
     const int64_t n_heads = c.num_attention_heads;
     const int64_t n_kv = c.num_key_value_heads;

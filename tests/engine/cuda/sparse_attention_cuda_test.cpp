@@ -25,15 +25,18 @@ namespace {
 
 namespace q4 = model_data::qwen4_exp;
 
-// Caches and normalized vectors are O(1-10); the two sides differ by the rounding of ≤ 6144-term
-// float32 sums (~1e-6 relative to Σ|w·x|), so an indexing bug is off by orders more.
-constexpr double kCacheTolerance = 1e-4;
-// y against its scale Σ_c |W_o[r, c]| · max|v|: the gated attention output is a convex
-// combination of values times a sigmoid, so |gated| ≤ max|v|.
-constexpr double kOutputTolerance = 5e-5;
-// Rows whose CPU selection has a K-th vs (K+1)-th score margin below this are near ties: the GPU
-// may select the other block within rounding, so their outputs are not compared.
-constexpr float kMinMargin = 1e-4F;
+// Cache entries are O(1-10); the two sides differ by the rounding of 2560-term float32 sums of
+// affine weights (~1e-5 of an entry), while an indexing, position or head bug is off by O(1).
+constexpr double kCacheTolerance = 5e-4;
+// y[r] against ‖W_o[r, :]‖₂ · max|v|: the gated attention output is a convex combination of
+// values times a sigmoid (|gated| ≤ max|v|) and differs by rounding of ~1e-5 of that; a wrong
+// token or head moves it by ~1e-2 or more. With o = I (the small shapes) this checks the gated
+// output itself.
+constexpr double kOutputTolerance = 2e-4;
+// Rows whose CPU selection has a K-th vs (K+1)-th score margin below this are near ties (scores
+// differ by ~1e-5 between the sides): the GPU may select the other block, so their outputs and
+// selections are not compared.
+constexpr float kMinMargin = 1e-3F;
 
 uint64_t splitmix(uint64_t& state) {
     uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
@@ -91,7 +94,7 @@ q4::Config make_config(const Shape& s) {
 struct TestLayer {
     std::vector<uint64_t> storage;
     SparseAttentionWeights weights;
-    std::vector<double> o_row_abs;  // Σ_c |W_o[r, c]|
+    std::vector<double> o_row_norm;  // ‖W_o[r, :]‖₂
 
     const void* base() const { return storage.data(); }
     uint64_t n_bytes() const { return storage.size() * sizeof(uint64_t); }
@@ -203,8 +206,8 @@ TestLayer make_layer(const q4::Config& c, const Shape& s, uint64_t seed) {
     for (int64_t r = 0; r < h; ++r) {
         w.o.row(r, row.data());
         double sum = 0.0;
-        for (const float x : row) sum += std::fabs(x);
-        layer.o_row_abs.push_back(sum);
+        for (const float x : row) sum += static_cast<double>(x) * x;
+        layer.o_row_norm.push_back(std::sqrt(sum));
     }
     return layer;
 }
@@ -303,7 +306,7 @@ public:
             for (int64_t r = 0; r < h; ++r) {
                 const size_t at = static_cast<size_t>(t * h + r);
                 const double bound =
-                    kOutputTolerance * layer_.o_row_abs[static_cast<size_t>(r)] * v_max + 1e-6;
+                    kOutputTolerance * layer_.o_row_norm[static_cast<size_t>(r)] * v_max + 1e-6;
                 const double diff = std::fabs(static_cast<double>(gpu_y[at]) - cpu_y[at]);
                 EXPECT_LE(diff, bound)
                     << row << " y[" << r << "] gpu=" << gpu_y[at] << " cpu=" << cpu_y[at];
@@ -361,7 +364,7 @@ TEST_F(CudaSparseAttention, MatchesCpuOnFlashShape) {
     const std::vector<int64_t> chunks = {256, 37, 1, 3};
     const auto mix = random_rows(297, kFlash.hidden, 5);
     const int64_t compared = run_chunks(pair, mix, chunks, "flash");
-    EXPECT_GE(compared, 290) << "too many near-tie rows skipped";
+    EXPECT_GE(compared, 297 * 8 / 10) << "too many near-tie rows skipped";
 }
 
 TEST_F(CudaSparseAttention, MatchesCpuOnSmallOddShape) {
@@ -369,7 +372,7 @@ TEST_F(CudaSparseAttention, MatchesCpuOnSmallOddShape) {
     const std::vector<int64_t> chunks = {37, 256, 1, 3, 1};
     const auto mix = random_rows(298, kSmall.hidden, 6);
     const int64_t compared = run_chunks(pair, mix, chunks, "small");
-    EXPECT_GE(compared, 290) << "too many near-tie rows skipped";
+    EXPECT_GE(compared, 298 * 8 / 10) << "too many near-tie rows skipped";
 }
 
 // Plain causal attention; the last decode attends 601 tokens in 3 split-K chunks.
