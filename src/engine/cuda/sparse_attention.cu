@@ -1,0 +1,730 @@
+// QSA attention on the GPU (spec/qwen4_exp.md §3.6), mirroring engine/model/sparse_attention.cpp
+// step for step in float32: indexer queries and block keys, q/k/v with norm and RoPE appended to
+// the device cache, top-K block selection per row (radix select, ties to the smaller block), and
+// split-K online-softmax attention combined in a fixed order, so results are reproducible.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "engine/cuda/cuda_check.cuh"
+#include "engine/cuda/device_buffer.h"
+#include "engine/cuda/device_layers.cuh"
+#include "engine/cuda/device_math.cuh"
+#include "engine/cuda/sparse_attention_check.h"
+
+namespace cherenkov::engine::cuda {
+
+namespace {
+
+constexpr int kNormThreads = 128;       // one CTA per head vector (D or dI ≤ a few hundred)
+constexpr int kScoreThreads = 256;      // 8 warps, one block key per warp at a time
+constexpr int kBlocksPerScoreCta = 64;  // block keys scored by one CTA
+constexpr int kSelectThreads = 512;     // one CTA per query row
+constexpr int kAttentionWarps = 4;      // warps of one attention CTA, one token each at a time
+constexpr int kAttentionThreads = kAttentionWarps * 32;
+constexpr int kMaxHeadDim = 512;  // D ≤ this: a lane holds D / 32 values in registers
+constexpr int kPerLane = kMaxHeadDim / 32;
+constexpr int64_t kTokensPerSplit = 256;  // split-K chunk of the selected tokens
+// Bound on (row, head, split) CTAs of one call: prefill has parallelism from its rows, so it
+// gets fewer splits and the partial buffer stays small; decode (1-4 rows) gets up to
+// ceil(selected / kTokensPerSplit) splits.
+constexpr int64_t kMaxSplitCtas = 4096;
+constexpr int64_t kMaxGridRows = 65535;  // rows go on grid.y / grid.z
+
+// The token set of one query row (select_tokens in the CPU file): every token 0..p when there is
+// no indexer or at most `top` complete blocks; else the `top` selected blocks (ascending ids in
+// `selected`) followed by the incomplete tail [n_blocks·r, p].
+struct RowTokens {
+    bool dense = true;
+    int64_t n_blocks = 0;
+    int64_t count = 0;
+};
+
+__host__ __device__ inline RowTokens row_tokens(bool has_indexer, int64_t position, int64_t r,
+                                                int64_t top) {
+    RowTokens row;
+    row.n_blocks = has_indexer ? (position + 1) / r : 0;
+    row.dense = !has_indexer || row.n_blocks <= top;
+    row.count = row.dense ? position + 1 : top * r + (position + 1 - row.n_blocks * r);
+    return row;
+}
+
+// The i-th token (i < row.count) of a row; `selected` holds the row's `top` block ids.
+__device__ inline int64_t row_token(const RowTokens& row, int64_t i, const int* selected, int64_t r,
+                                    int64_t top) {
+    if (row.dense) return i;
+    if (i < top * r) return static_cast<int64_t>(selected[i / r]) * r + i % r;
+    return row.n_blocks * r + (i - top * r);
+}
+
+// y = RoPE_position(x / rms(x) · w) over one head vector of n values, rotating the first
+// rotary_dim dims (engine::rms_norm then Rope::apply). Called by all threads of the CTA; x and y
+// may be the same array (thread e reads only e and its rotation partner before writing them).
+__device__ void norm_rope_head(const float* x, const float* w, int n, int rotary_dim,
+                               const float* inv_freq, int64_t position, float eps, float* y,
+                               float* reduce) {
+    float sum = 0.0F;
+    for (int e = threadIdx.x; e < n; e += blockDim.x) sum += x[e] * x[e];
+    sum = block_sum(sum, reduce);
+    const float inv = 1.0F / sqrtf(sum / static_cast<float>(n) + eps);
+    const int half = rotary_dim / 2;
+    for (int e = threadIdx.x; e < n; e += blockDim.x) {
+        if (e < half) {
+            const float a = x[e] * inv * (w != nullptr ? w[e] : 1.0F);
+            const float b = x[e + half] * inv * (w != nullptr ? w[e + half] : 1.0F);
+            const float2 rotated = rope_pair(a, b, inv_freq[e], position);
+            y[e] = rotated.x;
+            y[e + half] = rotated.y;
+        } else if (e >= rotary_dim) {
+            y[e] = x[e] * inv * (w != nullptr ? w[e] : 1.0F);
+        }
+    }
+}
+
+// Head vectors of T rows: head h of row t lies at x + t·x_row_stride + h·x_head_stride (likewise
+// y) and is rotated at position first_position + t. grid (T, n_heads), kNormThreads threads.
+__global__ void head_norm_rope_kernel(const float* x, int64_t x_row_stride, int64_t x_head_stride,
+                                      float* y, int64_t y_row_stride, int64_t y_head_stride,
+                                      const float* w, int n, int rotary_dim, const float* inv_freq,
+                                      int64_t first_position, float eps) {
+    __shared__ float reduce[32];
+    const int64_t t = blockIdx.x;
+    const int64_t h = blockIdx.y;
+    norm_rope_head(x + t * x_row_stride + h * x_head_stride, w, n, rotary_dim, inv_freq,
+                   first_position + t, eps, y + t * y_row_stride + h * y_head_stride, reduce);
+}
+
+// kB_b for b = first_block + blockIdx.x: the mean of the block's r raw index keys, normalized
+// with index_k_norm and rotated at position b·r. index_keys: [tokens, di]; block_keys:
+// [blocks, di]. Dynamic shared memory: di floats.
+__global__ void block_keys_kernel(const float* index_keys, int64_t first_block, int64_t r, int di,
+                                  const float* w, int rotary_dim, const float* inv_freq, float eps,
+                                  float* block_keys) {
+    extern __shared__ float pooled[];
+    __shared__ float reduce[32];
+    const int64_t b = first_block + blockIdx.x;
+    for (int e = threadIdx.x; e < di; e += blockDim.x) {
+        float sum = 0.0F;
+        for (int64_t j = b * r; j < (b + 1) * r; ++j) sum += index_keys[j * di + e];
+        pooled[e] = sum / static_cast<float>(r);
+    }
+    __syncthreads();
+    norm_rope_head(pooled, w, di, rotary_dim, inv_freq, b * r, eps, block_keys + b * di, reduce);
+}
+
+// scores[t, b] = Σ_h relu(q[t, h]·kB_b) / sqrt(di) for b < n_blocks(t), rows with more than `top`
+// complete blocks only. queries: [T, n_index_heads, di]; scores: [T, scores_stride].
+// grid (ceil(max_blocks / kBlocksPerScoreCta), T), kScoreThreads threads, dynamic shared memory
+// n_index_heads·di floats.
+__global__ void block_scores_kernel(const float* queries, const float* block_keys,
+                                    int n_index_heads, int di, int64_t first_position, int64_t r,
+                                    int64_t top, float* scores, int64_t scores_stride) {
+    extern __shared__ float q[];
+    const int64_t t = blockIdx.y;
+    const RowTokens row = row_tokens(true, first_position + t, r, top);
+    if (row.dense) return;  // the same for the whole CTA
+    const int width = n_index_heads * di;
+    for (int e = threadIdx.x; e < width; e += blockDim.x) q[e] = queries[t * width + e];
+    __syncthreads();
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+    const int n_warps = blockDim.x >> 5;
+    const float scale = 1.0F / sqrtf(static_cast<float>(di));
+    const int64_t begin = static_cast<int64_t>(blockIdx.x) * kBlocksPerScoreCta;
+    const int64_t end = min(row.n_blocks, begin + kBlocksPerScoreCta);
+    for (int64_t b = begin + warp; b < end; b += n_warps) {
+        const float* kb = block_keys + b * di;
+        float sum = 0.0F;
+        for (int h = 0; h < n_index_heads; ++h) {
+            float dot = 0.0F;
+            for (int e = lane; e < di; e += 32) dot += q[h * di + e] * kb[e];
+            sum += fmaxf(warp_sum(dot), 0.0F);
+        }
+        if (lane == 0) scores[t * scores_stride + b] = sum * scale;
+    }
+}
+
+// A key whose order is the selection order: larger score first, on an exact tie the smaller
+// block index (the CPU's comparator). The high half maps the float to an unsigned value with
+// the same order (-0 counted as +0, since -0 == +0 on the CPU); the low half is ~b.
+__device__ inline uint64_t selection_key(float score, int64_t b) {
+    uint32_t bits = __float_as_uint(score);
+    if ((bits & 0x7FFFFFFFU) == 0) bits = 0;  // -0 → +0
+    bits = (bits & 0x80000000U) != 0 ? ~bits : (bits | 0x80000000U);
+    return (static_cast<uint64_t>(bits) << 32) |
+           static_cast<uint64_t>(0xFFFFFFFFU - static_cast<uint32_t>(b));
+}
+
+// The `top` blocks of each sparse row (ascending ids into selected [T, top]). Keys are distinct,
+// so the `top` largest are exactly those ≥ the top-th largest key, which an 8-pass radix select
+// (8 bits a pass, from the high byte) finds; an ordered ballot compaction writes them in block
+// order. Linear in n_blocks. grid T, kSelectThreads threads.
+__global__ void select_blocks_kernel(const float* scores, int64_t scores_stride,
+                                     int64_t first_position, int64_t r, int64_t top,
+                                     int* selected) {
+    __shared__ unsigned int histogram[256];
+    __shared__ uint64_t shared_prefix;
+    __shared__ int64_t shared_remaining;
+    __shared__ int warp_counts[32];
+    const int64_t t = blockIdx.x;
+    const RowTokens row = row_tokens(true, first_position + t, r, top);
+    if (row.dense) return;
+    const float* row_scores = scores + t * scores_stride;
+
+    uint64_t prefix = 0;      // the high bits found so far of the top-th largest key
+    uint64_t mask = 0;        // which bits those are
+    int64_t remaining = top;  // its rank among the keys that match the prefix
+    for (int shift = 56; shift >= 0; shift -= 8) {
+        for (int d = threadIdx.x; d < 256; d += blockDim.x) histogram[d] = 0;
+        __syncthreads();
+        for (int64_t b = threadIdx.x; b < row.n_blocks; b += blockDim.x) {
+            const uint64_t key = selection_key(row_scores[b], b);
+            if ((key & mask) == prefix) atomicAdd(&histogram[(key >> shift) & 0xFF], 1U);
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            int64_t above = 0;  // matching keys with a larger digit
+            int digit = 255;
+            while (digit > 0 && above + histogram[digit] < remaining) above += histogram[digit--];
+            shared_prefix = prefix | (static_cast<uint64_t>(digit) << shift);
+            shared_remaining = remaining - above;
+        }
+        __syncthreads();
+        prefix = shared_prefix;
+        remaining = shared_remaining;
+        mask |= uint64_t{0xFF} << shift;
+    }
+    const uint64_t threshold = prefix;
+
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+    const int n_warps = blockDim.x >> 5;
+    int* out = selected + t * top;
+    int64_t base = 0;
+    for (int64_t start = 0; start < row.n_blocks; start += blockDim.x) {
+        const int64_t b = start + threadIdx.x;
+        const bool take = b < row.n_blocks && selection_key(row_scores[b], b) >= threshold;
+        const unsigned int ballot = __ballot_sync(0xFFFFFFFFU, take);
+        if (lane == 0) warp_counts[warp] = __popc(ballot);
+        __syncthreads();
+        int64_t offset = base;
+        int64_t total = 0;
+        for (int w = 0; w < n_warps; ++w) {
+            if (w < warp) offset += warp_counts[w];
+            total += warp_counts[w];
+        }
+        offset += __popc(ballot & ((1U << lane) - 1U));
+        if (take && offset < top) out[offset] = static_cast<int>(b);
+        base += total;
+        __syncthreads();  // warp_counts is rewritten by the next chunk
+    }
+}
+
+struct AttentionParams {
+    const float* qg;       // [T, n_heads, 2·D]: query (normed, rotated), then gate
+    const float* keys;     // cache [tokens, kv_width]
+    const float* values;   // cache [tokens, kv_width]
+    const int* selected;   // [T, top] or null
+    float* partial_out;    // [T, n_heads, n_splits, D]: Σ exp(s − m)·v of one split
+    float* partial_stats;  // [T, n_heads, n_splits, 2]: (m, Σ exp(s − m))
+    int64_t first_position;
+    int64_t kv_width;
+    int64_t r;
+    int64_t top;
+    int n_heads;
+    int head_dim;
+    int group;  // n_heads / n_kv
+    int n_splits;
+    float scale;  // 1 / sqrt(D)
+    bool has_indexer;
+};
+
+// Online softmax over one split of a row's tokens for one head: warp w takes tokens
+// begin + w, begin + w + kAttentionWarps, …; lane holds dims lane + 32·c. The warps' states are
+// merged in warp order. grid (n_splits, n_heads, T), kAttentionThreads threads.
+__global__ void attention_split_kernel(AttentionParams p) {
+    __shared__ float warp_max_s[kAttentionWarps];
+    __shared__ float warp_sum_s[kAttentionWarps];
+    __shared__ float warp_out[kAttentionWarps][kMaxHeadDim];
+    const int split = blockIdx.x;
+    const int head = blockIdx.y;
+    const int64_t t = blockIdx.z;
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+    const int d = p.head_dim;
+    const RowTokens row = row_tokens(p.has_indexer, p.first_position + t, p.r, p.top);
+    const int* selected = p.selected != nullptr ? p.selected + t * p.top : nullptr;
+    const int64_t chunk = (row.count + p.n_splits - 1) / p.n_splits;
+    const int64_t begin = min(row.count, static_cast<int64_t>(split) * chunk);
+    const int64_t end = min(row.count, begin + chunk);
+    const int64_t kv_offset = static_cast<int64_t>(head / p.group) * d;
+
+    const float* q = p.qg + (t * p.n_heads + head) * 2 * d;
+    float q_reg[kPerLane];
+    float acc[kPerLane];
+#pragma unroll
+    for (int c = 0; c < kPerLane; ++c) {
+        const int e = lane + 32 * c;
+        q_reg[c] = e < d ? q[e] : 0.0F;
+        acc[c] = 0.0F;
+    }
+    float m = -INFINITY;
+    float l = 0.0F;
+    for (int64_t i = begin + warp; i < end; i += kAttentionWarps) {
+        const int64_t token = row_token(row, i, selected, p.r, p.top);
+        const float* k = p.keys + token * p.kv_width + kv_offset;
+        const float* v = p.values + token * p.kv_width + kv_offset;
+        float dot = 0.0F;
+#pragma unroll
+        for (int c = 0; c < kPerLane; ++c) {
+            const int e = lane + 32 * c;
+            if (e < d) dot += q_reg[c] * k[e];
+        }
+        const float s = warp_sum(dot) * p.scale;
+        const float m_new = fmaxf(m, s);
+        const float correction = expf(m - m_new);  // 0 for the first token (m = -inf)
+        const float weight = expf(s - m_new);
+        l = l * correction + weight;
+#pragma unroll
+        for (int c = 0; c < kPerLane; ++c) {
+            const int e = lane + 32 * c;
+            if (e < d) acc[c] = acc[c] * correction + weight * v[e];
+        }
+        m = m_new;
+    }
+    if (lane == 0) {
+        warp_max_s[warp] = m;
+        warp_sum_s[warp] = l;
+    }
+#pragma unroll
+    for (int c = 0; c < kPerLane; ++c) {
+        const int e = lane + 32 * c;
+        if (e < d) warp_out[warp][e] = acc[c];
+    }
+    __syncthreads();
+
+    float m_all = -INFINITY;
+    for (int w = 0; w < kAttentionWarps; ++w) m_all = fmaxf(m_all, warp_max_s[w]);
+    const int64_t slot = (t * p.n_heads + head) * p.n_splits + split;
+    const bool empty = m_all == -INFINITY;  // no tokens in this split
+    for (int e = threadIdx.x; e < d; e += blockDim.x) {
+        float out = 0.0F;
+        for (int w = 0; w < kAttentionWarps && !empty; ++w) {
+            out += warp_out[w][e] * expf(warp_max_s[w] - m_all);
+        }
+        p.partial_out[slot * d + e] = out;
+    }
+    if (threadIdx.x == 0) {
+        float l_all = 0.0F;
+        for (int w = 0; w < kAttentionWarps && !empty; ++w) {
+            l_all += warp_sum_s[w] * expf(warp_max_s[w] - m_all);
+        }
+        p.partial_stats[slot * 2] = m_all;
+        p.partial_stats[slot * 2 + 1] = l_all;
+    }
+}
+
+// gated[t, h·D + e] = (Σ_s o_s[e]·exp(m_s − M)) / (Σ_s l_s·exp(m_s − M)) · sigmoid(gate[e]),
+// splits merged in split order. grid (T, n_heads), kAttentionThreads threads.
+__global__ void attention_combine_kernel(const float* partial_out, const float* partial_stats,
+                                         const float* qg, int n_heads, int head_dim, int n_splits,
+                                         float* gated) {
+    const int64_t t = blockIdx.x;
+    const int head = blockIdx.y;
+    const int d = head_dim;
+    const int64_t first_slot = (t * n_heads + head) * n_splits;
+    const float* stats = partial_stats + first_slot * 2;
+    float m_all = -INFINITY;
+    for (int s = 0; s < n_splits; ++s) m_all = fmaxf(m_all, stats[s * 2]);
+    float l_all = 0.0F;
+    for (int s = 0; s < n_splits; ++s) {
+        if (stats[s * 2] != -INFINITY) l_all += stats[s * 2 + 1] * expf(stats[s * 2] - m_all);
+    }
+    const float inv = 1.0F / l_all;
+    const float* gate = qg + (t * n_heads + head) * 2 * d + d;
+    for (int e = threadIdx.x; e < d; e += blockDim.x) {
+        float out = 0.0F;
+        for (int s = 0; s < n_splits; ++s) {
+            if (stats[s * 2] == -INFINITY) continue;
+            out += partial_out[(first_slot + s) * d + e] * expf(stats[s * 2] - m_all);
+        }
+        gated[(t * n_heads + head) * d + e] = out * inv * sigmoid_f(gate[e]);
+    }
+}
+
+void check_launch() {
+    CHERENKOV_CUDA_CHECK(cudaGetLastError());
+}
+
+// Normalizes and rotates n_heads head vectors of T rows (strides in floats).
+void head_norm_rope(const float* x, int64_t x_row_stride, int64_t x_head_stride, float* y,
+                    int64_t y_row_stride, int64_t y_head_stride, const float* w, int64_t n_rows,
+                    int64_t n_heads, int64_t n, int64_t first_position, const DeviceContext& ctx) {
+    const dim3 grid(static_cast<unsigned>(n_rows), static_cast<unsigned>(n_heads));
+    head_norm_rope_kernel<<<grid, kNormThreads, 0, ctx.stream>>>(
+        x, x_row_stride, x_head_stride, y, y_row_stride, y_head_stride, w, static_cast<int>(n),
+        static_cast<int>(ctx.config->rotary_dim), ctx.rope_inv_freq, first_position, ctx.eps());
+    check_launch();
+}
+
+// The host-side trace values (CPU: select_tokens' margin and selected blocks): copies the scores
+// and selections back, so only a traced call synchronizes.
+void record_selection_trace(const DeviceSparseAttentionWeights& weights, const float* scores,
+                            int64_t scores_stride, const int* selected, int64_t n_rows,
+                            int64_t first_position, const DeviceContext& ctx) {
+    const auto& c = *ctx.config;
+    const int64_t top = c.block_topk;
+    std::vector<float> margins(static_cast<size_t>(n_rows), std::numeric_limits<float>::infinity());
+    if (!weights.has_indexer) {
+        ctx.record_host("qsa.margin", margins.data(), n_rows);
+        return;
+    }
+    const int64_t r = c.indexer->compress_ratio;
+    std::vector<float> host_scores(scores != nullptr ? static_cast<size_t>(n_rows * scores_stride)
+                                                     : 0);
+    std::vector<int> host_selected(selected != nullptr ? static_cast<size_t>(n_rows * top) : 0);
+    if (!host_scores.empty()) {
+        CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(host_scores.data(), scores,
+                                             host_scores.size() * sizeof(float),
+                                             cudaMemcpyDeviceToHost, ctx.stream));
+    }
+    if (!host_selected.empty()) {
+        CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(host_selected.data(), selected,
+                                             host_selected.size() * sizeof(int),
+                                             cudaMemcpyDeviceToHost, ctx.stream));
+    }
+    CHERENKOV_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+    std::vector<float> selections(static_cast<size_t>(n_rows * top), -1.0F);
+    std::vector<int64_t> order;
+    for (int64_t t = 0; t < n_rows; ++t) {
+        const RowTokens row = row_tokens(true, first_position + t, r, top);
+        float* out = selections.data() + t * top;
+        if (row.dense) {
+            for (int64_t b = 0; b < row.n_blocks; ++b) out[b] = static_cast<float>(b);
+            continue;
+        }
+        const float* s = host_scores.data() + t * scores_stride;
+        order.resize(static_cast<size_t>(row.n_blocks));
+        std::iota(order.begin(), order.end(), 0);
+        std::partial_sort(order.begin(), order.begin() + top + 1, order.end(),
+                          [&](int64_t a, int64_t b) { return s[a] != s[b] ? s[a] > s[b] : a < b; });
+        margins[static_cast<size_t>(t)] =
+            s[order[static_cast<size_t>(top - 1)]] - s[order[static_cast<size_t>(top)]];
+        for (int64_t i = 0; i < top; ++i) {
+            out[i] = static_cast<float>(host_selected[static_cast<size_t>(t * top + i)]);
+        }
+    }
+    ctx.record_host("qsa.margin", margins.data(), n_rows);
+    ctx.record_host("qsa.selected_blocks", selections.data(), n_rows * top);
+}
+
+// Indexer queries [T, nI, dI] and raw keys appended to the cache (at cache.length).
+void index_projections(const DeviceSparseAttentionWeights& weights, DeviceAttentionCache& cache,
+                       const float* mix, int64_t n_rows, int64_t first_position, float* queries,
+                       const DeviceContext& ctx) {
+    const auto& ix = *ctx.config->indexer;
+    const int64_t di = ix.head_dim;
+    const int64_t qk_width = (ix.n_heads + 1) * di;
+    DeviceScratch<float> qk(static_cast<size_t>(n_rows * qk_width), ctx.stream);
+    linear_apply(weights.index_qk, mix, n_rows, qk.data(), ctx.stream);
+    head_norm_rope(qk.data(), qk_width, di, queries, ix.n_heads * di, di, weights.index_q_norm,
+                   n_rows, ix.n_heads, di, first_position, ctx);
+    CHERENKOV_CUDA_CHECK(cudaMemcpy2DAsync(cache.index_keys + cache.length * di, di * sizeof(float),
+                                           qk.data() + ix.n_heads * di, qk_width * sizeof(float),
+                                           di * sizeof(float), n_rows, cudaMemcpyDeviceToDevice,
+                                           ctx.stream));
+}
+
+// kB_b of every block completed within cache.length that is not cached yet.
+void complete_block_keys(const DeviceSparseAttentionWeights& weights, DeviceAttentionCache& cache,
+                         const DeviceContext& ctx) {
+    const auto& ix = *ctx.config->indexer;
+    const int64_t r = ix.compress_ratio;
+    const int64_t n_blocks = cache.length / r;
+    if (n_blocks <= cache.n_block_keys) return;
+    const auto di = static_cast<int>(ix.head_dim);
+    block_keys_kernel<<<static_cast<unsigned>(n_blocks - cache.n_block_keys), kNormThreads,
+                        di * sizeof(float), ctx.stream>>>(
+        cache.index_keys, cache.n_block_keys, r, di, weights.index_k_norm,
+        static_cast<int>(ctx.config->rotary_dim), ctx.rope_inv_freq, ctx.eps(), cache.block_keys);
+    check_launch();
+    cache.n_block_keys = n_blocks;
+}
+
+void check_shapes(const DeviceSparseAttentionWeights& weights, const DeviceAttentionCache& cache,
+                  int64_t n_rows, int64_t first_position, const DeviceContext& ctx) {
+    const auto& c = *ctx.config;
+    if (cache.length != first_position) {
+        throw_internal("[qsa] attention cache holds " + std::to_string(cache.length) +
+                       " tokens, the call starts at position " + std::to_string(first_position));
+    }
+    if (cache.length + n_rows > cache.capacity) {
+        throw_internal("[qsa] " + std::to_string(n_rows) + " rows at position " +
+                       std::to_string(first_position) + " exceed the cache's capacity of " +
+                       std::to_string(cache.capacity) + " tokens");
+    }
+    CHERENKOV_ASSERT(n_rows >= 0 && n_rows <= kMaxGridRows, "rows of one call fit a grid axis");
+    CHERENKOV_ASSERT(c.head_dim <= kMaxHeadDim, "head_dim fits the attention kernel's registers");
+    CHERENKOV_ASSERT(c.rotary_dim <= c.head_dim, "rotary dims lie within the head");
+    CHERENKOV_ASSERT(c.num_attention_heads % c.num_key_value_heads == 0, "whole GQA groups");
+    if (weights.has_indexer) {
+        CHERENKOV_ASSERT(c.indexer.has_value(), "indexer weights come with indexer fields");
+        CHERENKOV_ASSERT(c.rotary_dim <= c.indexer->head_dim, "rotary dims lie within dI");
+        CHERENKOV_ASSERT(c.block_topk >= 1, "an indexer selects at least one block");
+        CHERENKOV_ASSERT(c.indexer->n_heads * c.indexer->head_dim * sizeof(float) <= 48 * 1024,
+                         "indexer queries fit shared memory");
+    }
+}
+
+}  // namespace
+
+void sparse_attention_forward(const DeviceSparseAttentionWeights& weights,
+                              DeviceAttentionCache& cache, const float* mix, int64_t n_rows,
+                              int64_t first_position, float* y, const DeviceContext& ctx) {
+    check_shapes(weights, cache, n_rows, first_position, ctx);
+    if (n_rows == 0) return;
+    const auto& c = *ctx.config;
+    const int64_t n_heads = c.num_attention_heads;
+    const int64_t n_kv = c.num_key_value_heads;
+    const int64_t d = c.head_dim;
+    const int64_t kv_width = n_kv * d;
+    const bool indexed = weights.has_indexer;
+    const int64_t r = indexed ? c.indexer->compress_ratio : 0;
+    const int64_t top = indexed ? c.block_topk : 0;
+
+    // Indexer queries and raw keys.
+    const int64_t index_width = indexed ? c.indexer->n_heads * c.indexer->head_dim : 0;
+    DeviceScratch<float> index_queries(static_cast<size_t>(n_rows * index_width), ctx.stream);
+    if (indexed) {
+        index_projections(weights, cache, mix, n_rows, first_position, index_queries.data(), ctx);
+    }
+
+    // Queries (with gates), keys and values; k and v go straight into the cache.
+    DeviceScratch<float> qg(static_cast<size_t>(n_rows * n_heads * 2 * d), ctx.stream);
+    float* keys = cache.keys + cache.length * kv_width;
+    float* values = cache.values + cache.length * kv_width;
+    linear_apply(weights.q, mix, n_rows, qg.data(), ctx.stream);
+    linear_apply(weights.k, mix, n_rows, keys, ctx.stream);
+    linear_apply(weights.v, mix, n_rows, values, ctx.stream);
+    head_norm_rope(qg.data(), n_heads * 2 * d, 2 * d, qg.data(), n_heads * 2 * d, 2 * d,
+                   weights.q_norm, n_rows, n_heads, d, first_position, ctx);
+    head_norm_rope(keys, kv_width, d, keys, kv_width, d, weights.k_norm, n_rows, n_kv, d,
+                   first_position, ctx);
+    cache.length += n_rows;
+    if (indexed) complete_block_keys(weights, cache, ctx);
+
+    // Block selection for the rows with more than `top` complete blocks.
+    int64_t max_tokens = 0;
+    bool any_sparse = false;
+    for (int64_t t = 0; t < n_rows; ++t) {
+        const RowTokens row = row_tokens(indexed, first_position + t, r, top);
+        max_tokens = std::max(max_tokens, row.count);
+        any_sparse = any_sparse || !row.dense;
+    }
+    const int64_t scores_stride = any_sparse ? cache.length / r : 0;
+    DeviceScratch<float> scores(static_cast<size_t>(n_rows * scores_stride), ctx.stream);
+    DeviceScratch<int> selected(any_sparse ? static_cast<size_t>(n_rows * top) : 0, ctx.stream);
+    if (any_sparse) {
+        const auto& ix = *c.indexer;
+        const dim3 score_grid(
+            static_cast<unsigned>((scores_stride + kBlocksPerScoreCta - 1) / kBlocksPerScoreCta),
+            static_cast<unsigned>(n_rows));
+        block_scores_kernel<<<score_grid, kScoreThreads, index_width * sizeof(float), ctx.stream>>>(
+            index_queries.data(), cache.block_keys, static_cast<int>(ix.n_heads),
+            static_cast<int>(ix.head_dim), first_position, r, top, scores.data(), scores_stride);
+        check_launch();
+        select_blocks_kernel<<<static_cast<unsigned>(n_rows), kSelectThreads, 0, ctx.stream>>>(
+            scores.data(), scores_stride, first_position, r, top, selected.data());
+        check_launch();
+    }
+    if (ctx.trace != nullptr) {
+        record_selection_trace(weights, scores.data(), scores_stride, selected.data(), n_rows,
+                               first_position, ctx);
+    }
+
+    // Split-K attention over each row's tokens, then the merge with the output gate.
+    const int64_t split_cap = std::max<int64_t>(1, kMaxSplitCtas / (n_rows * n_heads));
+    const int64_t n_splits =
+        std::clamp<int64_t>((max_tokens + kTokensPerSplit - 1) / kTokensPerSplit, 1, split_cap);
+    DeviceScratch<float> partial_out(static_cast<size_t>(n_rows * n_heads * n_splits * d),
+                                     ctx.stream);
+    DeviceScratch<float> partial_stats(static_cast<size_t>(n_rows * n_heads * n_splits * 2),
+                                       ctx.stream);
+    AttentionParams params{};
+    params.qg = qg.data();
+    params.keys = cache.keys;
+    params.values = cache.values;
+    params.selected = any_sparse ? selected.data() : nullptr;
+    params.partial_out = partial_out.data();
+    params.partial_stats = partial_stats.data();
+    params.first_position = first_position;
+    params.kv_width = kv_width;
+    params.r = r;
+    params.top = top;
+    params.n_heads = static_cast<int>(n_heads);
+    params.head_dim = static_cast<int>(d);
+    params.group = static_cast<int>(n_heads / n_kv);
+    params.n_splits = static_cast<int>(n_splits);
+    params.scale = 1.0F / std::sqrt(static_cast<float>(d));
+    params.has_indexer = indexed;
+    const dim3 attention_grid(static_cast<unsigned>(n_splits), static_cast<unsigned>(n_heads),
+                              static_cast<unsigned>(n_rows));
+    attention_split_kernel<<<attention_grid, kAttentionThreads, 0, ctx.stream>>>(params);
+    check_launch();
+    DeviceScratch<float> gated(static_cast<size_t>(n_rows * n_heads * d), ctx.stream);
+    const dim3 combine_grid(static_cast<unsigned>(n_rows), static_cast<unsigned>(n_heads));
+    attention_combine_kernel<<<combine_grid, kAttentionThreads, 0, ctx.stream>>>(
+        partial_out.data(), partial_stats.data(), qg.data(), params.n_heads, params.head_dim,
+        params.n_splits, gated.data());
+    check_launch();
+    linear_apply(weights.o, gated.data(), n_rows, y, ctx.stream);
+}
+
+// ---- SparseAttentionCheck (sparse_attention_check.h): the device layer driven from the host ----
+
+struct SparseAttentionCheck::Impl {
+    const model_data::qwen4_exp::Config* config = nullptr;
+    DeviceBuffer weight_bytes;
+    DeviceSparseAttentionWeights weights;
+    DeviceBuffer keys, values, index_keys, block_keys, inv_freq;
+    DeviceAttentionCache cache;
+    cudaStream_t stream = nullptr;
+
+    ~Impl() {
+        if (stream != nullptr) cudaStreamDestroy(stream);
+    }
+};
+
+namespace {
+
+// The device address of a host norm vector inside [host_base, host_base + n_bytes).
+const float* translate_vector(const float* host, const void* host_base, uint64_t n_bytes,
+                              const void* device_base) {
+    if (host == nullptr) return nullptr;
+    const auto* base = static_cast<const std::byte*>(host_base);
+    const auto* at = reinterpret_cast<const std::byte*>(host);
+    if (at < base || at >= base + n_bytes) {
+        throw_internal("[sparse_attention] a norm weight lies outside the uploaded buffer");
+    }
+    return reinterpret_cast<const float*>(static_cast<const std::byte*>(device_base) + (at - base));
+}
+
+DeviceBuffer upload_floats(const std::vector<float>& host) {
+    DeviceBuffer buffer(std::max<size_t>(1, host.size()) * sizeof(float));
+    if (!host.empty()) buffer.upload(host.data(), host.size() * sizeof(float));
+    return buffer;
+}
+
+}  // namespace
+
+SparseAttentionCheck::SparseAttentionCheck(const model_data::qwen4_exp::Config& config,
+                                           const SparseAttentionWeights& weights,
+                                           const void* host_base, uint64_t n_bytes,
+                                           int64_t capacity)
+    : impl_(std::make_unique<Impl>()) {
+    Impl& m = *impl_;
+    m.config = &config;
+    m.weight_bytes = DeviceBuffer(n_bytes);
+    m.weight_bytes.upload(host_base, n_bytes);
+    const void* device_base = m.weight_bytes.data();
+    m.weights.q = translate_linear(weights.q, host_base, n_bytes, device_base);
+    m.weights.k = translate_linear(weights.k, host_base, n_bytes, device_base);
+    m.weights.v = translate_linear(weights.v, host_base, n_bytes, device_base);
+    m.weights.o = translate_linear(weights.o, host_base, n_bytes, device_base);
+    m.weights.q_norm = translate_vector(weights.q_norm, host_base, n_bytes, device_base);
+    m.weights.k_norm = translate_vector(weights.k_norm, host_base, n_bytes, device_base);
+    m.weights.has_indexer = weights.has_indexer;
+    if (weights.has_indexer) {
+        m.weights.index_qk = translate_linear(weights.index_qk, host_base, n_bytes, device_base);
+        m.weights.index_q_norm =
+            translate_vector(weights.index_q_norm, host_base, n_bytes, device_base);
+        m.weights.index_k_norm =
+            translate_vector(weights.index_k_norm, host_base, n_bytes, device_base);
+    }
+
+    const auto kv_floats =
+        static_cast<size_t>(capacity * config.num_key_value_heads * config.head_dim);
+    m.cache.capacity = capacity;
+    m.keys = DeviceBuffer(kv_floats * sizeof(float));
+    m.values = DeviceBuffer(kv_floats * sizeof(float));
+    m.cache.keys = m.keys.as<float>();
+    m.cache.values = m.values.as<float>();
+    if (weights.has_indexer) {
+        const auto& ix = *config.indexer;
+        m.index_keys = DeviceBuffer(static_cast<size_t>(capacity * ix.head_dim) * sizeof(float));
+        m.block_keys = DeviceBuffer(
+            static_cast<size_t>(std::max<int64_t>(1, capacity / ix.compress_ratio) * ix.head_dim) *
+            sizeof(float));
+        m.cache.index_keys = m.index_keys.as<float>();
+        m.cache.block_keys = m.block_keys.as<float>();
+    }
+
+    // engine::Rope's table, computed the same way (spec §1.5).
+    std::vector<float> inv_freq;
+    const auto base = static_cast<float>(config.rope.rope_theta);
+    for (int64_t i = 0; i < config.rotary_dim / 2; ++i) {
+        const float exponent = static_cast<float>(2 * i) / static_cast<float>(config.rotary_dim);
+        inv_freq.push_back(1.0F / std::pow(base, exponent));
+    }
+    m.inv_freq = upload_floats(inv_freq);
+    CHERENKOV_CUDA_CHECK(cudaStreamCreate(&m.stream));
+}
+
+SparseAttentionCheck::~SparseAttentionCheck() = default;
+
+std::vector<float> SparseAttentionCheck::forward(const float* mix, int64_t n_rows,
+                                                 int64_t first_position, ForwardTrace* trace) {
+    Impl& m = *impl_;
+    const auto width = static_cast<size_t>(n_rows * m.config->hidden_size);
+    DeviceBuffer d_mix(std::max<size_t>(1, width) * sizeof(float));
+    d_mix.upload(mix, width * sizeof(float));
+    DeviceBuffer d_y(std::max<size_t>(1, width) * sizeof(float));
+    DeviceContext ctx;
+    ctx.config = m.config;
+    ctx.stream = m.stream;
+    ctx.rope_inv_freq = m.inv_freq.as<float>();
+    ctx.trace = trace;
+    sparse_attention_forward(m.weights, m.cache, d_mix.as<float>(), n_rows, first_position,
+                             d_y.as<float>(), ctx);
+    CHERENKOV_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+    std::vector<float> y(width);
+    d_y.download(y.data(), width * sizeof(float));
+    return y;
+}
+
+void SparseAttentionCheck::truncate(int64_t n) {
+    const auto& ix = impl_->config->indexer;
+    impl_->cache.truncate(n, impl_->weights.has_indexer ? ix->compress_ratio : 0);
+}
+
+AttentionCache SparseAttentionCheck::download_cache() const {
+    const Impl& m = *impl_;
+    CHERENKOV_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+    AttentionCache out;
+    out.length = m.cache.length;
+    out.n_block_keys = m.cache.n_block_keys;
+    out.kv_width = m.config->num_key_value_heads * m.config->head_dim;
+    out.keys.resize(static_cast<size_t>(out.length * out.kv_width));
+    out.values.resize(out.keys.size());
+    m.keys.download(out.keys.data(), out.keys.size() * sizeof(float));
+    m.values.download(out.values.data(), out.values.size() * sizeof(float));
+    if (m.weights.has_indexer) {
+        out.index_width = m.config->indexer->head_dim;
+        out.index_keys.resize(static_cast<size_t>(out.length * out.index_width));
+        out.block_keys.resize(static_cast<size_t>(out.n_block_keys * out.index_width));
+        m.index_keys.download(out.index_keys.data(), out.index_keys.size() * sizeof(float));
+        m.block_keys.download(out.block_keys.data(), out.block_keys.size() * sizeof(float));
+    }
+    return out;
+}
+
+}  // namespace cherenkov::engine::cuda
