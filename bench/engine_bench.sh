@@ -29,48 +29,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-if [[ ! -f "$root/store/manifest.json" ]]; then
-    rm -rf "$root/source" "$root/store"
-    python3 "$here/synthetic_store.py" "$root/source" --layers "$layers" --experts "$experts" \
-        --top-k 10 --hidden 2560 --intermediate 640 --vocab 32768
-    start=$(date +%s.%N)
-    /usr/bin/time -f '%M' -o "$root/prepare_rss_kib" "$bin" prepare "$root/source" --output "$root/store" \
-        >/dev/null 2>"$root/prepare.log"
-    end=$(date +%s.%N)
-    python3 -c "import sys; print(f'packed in {float(sys.argv[2]) - float(sys.argv[1]):.1f} s, peak RSS {int(sys.argv[3]) / 1024:.0f} MiB')" \
-        "$start" "$end" "$(tail -1 "$root/prepare_rss_kib")"
-    [[ "${KEEP:-0}" == 1 ]] || rm -rf "$root/source"
-fi
+"$here/make_synthetic_store.sh" "$root" "$layers" "$experts" "$bin"
 
 # Disk read bandwidth of experts.bin, bypassing the page cache, then evict the file's cached pages.
-python3 - "$root/store" >"$root/disk.json" <<'PY'
-import json, mmap, os, random, sys, time
-store = sys.argv[1]
-path = os.path.join(store, "experts.bin")
-record = json.load(open(os.path.join(store, "manifest.json")))["experts"]["record_bytes"]
-size = os.path.getsize(path)
-fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
-def timed(offsets, n_bytes):
-    buf = mmap.mmap(-1, n_bytes)  # page-aligned, as O_DIRECT needs
-    start, done = time.monotonic(), 0
-    for offset in offsets:
-        done += os.preadv(fd, [buf], offset)
-    return done, time.monotonic() - start
-block = 16 << 20
-seq_bytes = min(size, 2 << 30)  # the first 2 GiB, or the whole file
-done, seconds = timed(range(0, seq_bytes - block + 1, block), block)
-records = size // record
-rng = random.Random(1)
-picks = [rng.randrange(records) * record for _ in range(min(200, records))]
-rdone, rseconds = timed(picks, record)
-os.close(fd)
-fd = os.open(path, os.O_RDONLY)
-os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-os.close(fd)
-json.dump({"sequential_mb_per_s": done / 1e6 / seconds, "sequential_bytes": done,
-           "random_record_mb_per_s": rdone / 1e6 / rseconds, "random_records": len(picks),
-           "record_bytes": record, "experts_bin_bytes": size}, sys.stdout)
-PY
+python3 "$here/disk_bandwidth.py" "$root/store" --evict >"$root/disk.json"
 
 "$bin" bench "$root/store" --prompt-tokens "$prompt_tokens" --gen-tokens "$gen_tokens" --repeat "$repeat" \
     --threads "$threads" --json >"$root/bench.json"

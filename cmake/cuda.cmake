@@ -12,8 +12,11 @@ if(NOT CHERENKOV_CUDA STREQUAL "OFF")
       set(CMAKE_CUDA_ARCHITECTURES 80 86 89 90)
     endif()
     enable_language(CUDA)
-    # CMake 3.25 knows no C++20 dialect flag for nvcc 13; kernels need only C++17.
-    set(CMAKE_CUDA_STANDARD 17)
+    # CMake 3.25 knows no C++20 dialect flag for nvcc 13, so it is taught the flag: the CUDA
+    # model's .cu files include the engine's C++20 headers (std::span, defaulted comparisons).
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA_STANDARD 20)
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     find_package(CUDAToolkit REQUIRED)
     set(CHERENKOV_HAVE_CUDA ON)

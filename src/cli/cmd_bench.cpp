@@ -33,6 +33,7 @@ int run_bench(const BenchOptions& options) {
     }
     ModelOptions model_options = options.model;
     model_options.max_rows = 1 + options.drafts;
+    model_options.max_ctx = options.prompt_tokens + options.gen_tokens + 4;
     OpenedModel opened = load_model(model_options);
     engine::LoadedModel* loaded = opened.loaded.get();
     const int64_t vocab = loaded->model().vocab_size();
@@ -78,6 +79,7 @@ int run_bench(const BenchOptions& options) {
              {"drafts_accepted", stats.drafts_accepted}});
     }
     nlohmann::json report = {{"model", opened.store_dir()},
+                             {"backend", loaded->backend_name()},
                              {"threads", loaded->pool().size()},
                              {"expert_bits", loaded->expert_bits()},
                              {"prompt_tokens", options.prompt_tokens},
@@ -94,8 +96,10 @@ int run_bench(const BenchOptions& options) {
         std::cout << report.dump(2) << '\n';
         return 0;
     }
-    std::printf("model %s, %d threads, Q%d experts, prompt %lld, generate %lld, drafts %d\n",
-                opened.store_dir().c_str(), loaded->pool().size(), loaded->expert_bits(),
+    std::printf("model %s, backend %s, %d threads, Q%d experts, prompt %lld, generate %lld, "
+                "drafts %d\n",
+                opened.store_dir().c_str(), loaded->backend_name().c_str(), loaded->pool().size(),
+                loaded->expert_bits(),
                 static_cast<long long>(options.prompt_tokens),
                 static_cast<long long>(options.gen_tokens), options.drafts);
     for (const auto& run : runs) {

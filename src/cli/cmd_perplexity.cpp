@@ -26,7 +26,10 @@ struct PerplexityOptions {
 int run_perplexity(const PerplexityOptions& options) {
     if (options.ctx < 2) throw_invalid("--ctx must be at least 2");
     const std::string text = read_text_file(options.file);
-    OpenedModel opened = load_model(options.model);
+    ModelOptions model_options = options.model;
+    model_options.max_ctx = options.ctx;
+    model_options.max_rows = 1;
+    OpenedModel opened = load_model(model_options);
     engine::LoadedModel* loaded = opened.loaded.get();
     const std::vector<int32_t> tokens =
         text::Tokenizer::load_directory(opened.store_dir()).encode(text, false);

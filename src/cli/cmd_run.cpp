@@ -71,6 +71,7 @@ int run_generate(const RunOptions& options) {
     if (options.repeat < 1) throw_invalid("--repeat must be at least 1");
     ModelOptions model_options = options.model;
     model_options.max_rows = 1 + options.drafts;
+    model_options.max_ctx = options.max_ctx;
     OpenedModel opened = load_model(model_options);
     engine::LoadedModel* loaded = opened.loaded.get();
     const text::Tokenizer tokenizer = text::Tokenizer::load_directory(opened.store_dir());
@@ -111,7 +112,10 @@ int run_generate(const RunOptions& options) {
         print_timings(stats, loaded->load_seconds(), i == 0);
         std::fprintf(stderr, "memory_stats %s\n",
                      loaded->memory_stats(&generator.state()).dump().c_str());
-        if (i == 0) std::fprintf(stderr, "expert pool: %s\n", loaded->pool_description().c_str());
+        if (i == 0) {
+            std::fprintf(stderr, "backend: %s\n", loaded->backend_name().c_str());
+            std::fprintf(stderr, "expert pool: %s\n", loaded->pool_description().c_str());
+        }
     }
     return 0;
 }

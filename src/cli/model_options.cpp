@@ -30,6 +30,17 @@ void add_model_options(CLI::App* app, ModelOptions& options) {
                     "becomes timing-dependent)");
     app->add_option("--io-threads", options.io_threads, "Expert reads in flight (default 4)")
         ->check(CLI::PositiveNumber);
+    app->add_option("--backend", options.backend,
+                    "Where the model runs: cpu, cuda, or auto (default: cuda when a device is "
+                    "present)")
+        ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+    app->add_flag("--check", options.check,
+                  "Also run the CPU reference and report where the backend diverges (slow)");
+    app->add_option("--host-pool-gb", options.host_pool_gb,
+                    "With --backend cuda: host expert cache behind the device pool (the RAM "
+                    "tier): N decimal GB, max, adaptive, or staging (default: a few layer-steps)");
+    app->add_flag("--buffered-io", options.buffered_io,
+                  "Read experts through the page cache instead of O_DIRECT");
 }
 
 OpenedModel load_model(const ModelOptions& options) {
@@ -46,6 +57,11 @@ OpenedModel load_model(const ModelOptions& options) {
     load.cut_weak = options.cut_weak;
     load.io_threads = options.io_threads;
     load.max_rows = options.max_rows;
+    load.backend = options.backend;
+    load.check = options.check;
+    load.host_pool = options.host_pool_gb;
+    load.buffered_io = options.buffered_io;
+    load.max_ctx = options.max_ctx;
     opened.loaded = engine::LoadedModel::load(load);
     return opened;
 }

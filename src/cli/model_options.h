@@ -22,6 +22,11 @@ struct ModelOptions {
     int io_threads = 4;
     std::string root;      // --root: the data root of the model index
     int64_t max_rows = 3;  // set by the command: rows per decode step (1 + drafts)
+    std::string backend = "auto";
+    bool check = false;
+    std::string host_pool_gb;  // cuda: the host cache behind the device pool ("" = staging)
+    bool buffered_io = false;
+    int64_t max_ctx = 4096;  // set by the command: the longest context it will run
 };
 
 // Adds the positional MODEL and the precision, pool, thread and index flags to `app`.

@@ -588,4 +588,60 @@ void affine_experts_swiglu(const ExpertShape& shape, const ExpertAddress* table,
     CHERENKOV_CUDA_CHECK(cudaGetLastError());
 }
 
+void affine_experts_swiglu_parts(const ExpertShape& shape, const ExpertAddress* table,
+                                 int n_experts, const float* x, int n_rows, float* h_scratch,
+                                 float* parts, void* stream) {
+    check_shape("affine_experts_swiglu_parts", shape.intermediate, shape.hidden, shape.bits,
+                shape.group_size);
+    check_shape("affine_experts_swiglu_parts", shape.hidden, shape.intermediate, shape.bits,
+                shape.group_size);
+    check_rows("affine_experts_swiglu_parts", n_rows);
+    if (n_experts < 0 || n_experts > 65535) {
+        throw_invalid("[affine_experts_swiglu_parts] n_experts " + std::to_string(n_experts));
+    }
+    if (n_experts == 0) return;
+    if (table == nullptr || x == nullptr || h_scratch == nullptr || parts == nullptr) {
+        throw_invalid("[affine_experts_swiglu_parts] null pointer");
+    }
+    if (!aligned(x, 16) || !aligned(h_scratch, 16)) {
+        throw_invalid("[affine_experts_swiglu_parts] x and h_scratch must be 16-byte aligned");
+    }
+    const auto cs = static_cast<cudaStream_t>(stream);
+    const auto hidden = static_cast<size_t>(shape.hidden);
+    const auto inter = static_cast<size_t>(shape.intermediate);
+
+    GemvParams gate_up{};
+    gate_up.table = table;
+    gate_up.rows = static_cast<int>(inter);
+    gate_up.n_pieces = static_cast<int>(hidden / kPieceCols);
+    gate_up.group_shift = group_shift_for(shape.group_size);
+    gate_up.lanes = lanes_for(gate_up.n_pieces);
+    gate_up.x = x;
+    gate_up.x_stride = hidden;
+    gate_up.y = h_scratch;
+    gate_up.y_stride = inter;
+    gate_up.y_expert_stride = n_rows * inter;
+    launch<Mode::GateUp>(shape.bits, n_rows,
+                         dim3(blocks_for(gate_up.rows, gate_up.lanes, kRowsPerLane / 2),
+                              static_cast<unsigned>(n_experts)),
+                         gate_up, cs);
+
+    GemvParams down{};
+    down.table = table;
+    down.rows = static_cast<int>(hidden);
+    down.n_pieces = static_cast<int>(inter / kPieceCols);
+    down.group_shift = group_shift_for(shape.group_size);
+    down.lanes = lanes_for(down.n_pieces);
+    down.x = h_scratch;
+    down.x_stride = inter;
+    down.x_expert_stride = n_rows * inter;
+    down.y = parts;
+    down.y_stride = hidden;
+    down.y_expert_stride = n_rows * hidden;
+    launch<Mode::Down>(
+        shape.bits, n_rows,
+        dim3(blocks_for(down.rows, down.lanes, kRowsPerLane), static_cast<unsigned>(n_experts)),
+        down, cs);
+}
+
 }  // namespace cherenkov::engine::cuda

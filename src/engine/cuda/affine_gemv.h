@@ -73,4 +73,15 @@ void affine_experts_swiglu(const ExpertShape& shape, const ExpertAddress* table,
                            const float* weights, int n_experts, const float* x, int n_rows,
                            float* scratch, float* y, bool accumulate, void* stream);
 
+// The per-expert outputs of affine_experts_swiglu without the weighted sum, in two launches:
+//   h[e][t]     = silu(gate_e·x_t) ⊙ (up_e·x_t)
+//   parts[e][t] = down_e·h[e][t]        for every e < n_experts and t < n_rows (1..4).
+// table: device ExpertAddress [n_experts]; x: device float [n_rows, hidden], 16-byte aligned;
+// h_scratch: device float [n_experts, n_rows, intermediate], 16-byte aligned;
+// parts: device float [n_experts, n_rows, hidden]. Each output depends only on its expert's
+// weights and its row, summed in an order fixed by the shape.
+void affine_experts_swiglu_parts(const ExpertShape& shape, const ExpertAddress* table,
+                                 int n_experts, const float* x, int n_rows, float* h_scratch,
+                                 float* parts, void* stream);
+
 }  // namespace cherenkov::engine::cuda

@@ -22,4 +22,9 @@ void affine_experts_swiglu(const ExpertShape&, const ExpertAddress*, const float
     throw_unsupported("[affine_experts_swiglu] built without CUDA");
 }
 
+void affine_experts_swiglu_parts(const ExpertShape&, const ExpertAddress*, int, const float*, int,
+                                 float*, float*, void*) {
+    throw_unsupported("[affine_experts_swiglu_parts] built without CUDA");
+}
+
 }  // namespace cherenkov::engine::cuda

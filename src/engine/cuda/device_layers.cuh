@@ -119,6 +119,8 @@ void affine_matmul(const DeviceAffineMatrix& w, const float* x, size_t x_stride,
                    float* y, size_t y_stride, cudaStream_t stream);
 
 // ---- elementwise and norms (device_ops.cu) ----
+// Blocks of 256 threads for a grid-stride loop over n elements.
+int elementwise_blocks(int64_t n);
 // y = x / rms · w per group of `group` values (group = n: one statistic per row); w spans n
 // values, may be null; in place allowed. x, y: [n_rows, n].
 void rms_norm_rows(const float* x, const float* w, int64_t n_rows, int64_t n, int64_t group,

@@ -127,12 +127,14 @@ PoolBudget resolve_explicit(const PoolSetting& setting, const PoolRequirements& 
 }
 
 PoolBudget resolve_adaptive(const PoolRequirements& req, const MemorySources& sources) {
-    const AvailableMemory memory = read_available_memory(sources);
-    const uint64_t usable = memory.usable_bytes();
+    const uint64_t usable = req.measured_usable_bytes
+                                ? *req.measured_usable_bytes
+                                : read_available_memory(sources).usable_bytes();
     const uint64_t outside = req.fixed_bytes + std::max(req.min_headroom_bytes, req.reserve_bytes);
     const uint64_t pool_bytes = usable > outside ? usable - outside : 0;
     uint64_t n_slots = std::min(pool_bytes / req.slot_bytes, req.n_table_records);
-    std::string description = "adaptive pool from " + gb_text(usable) + " usable memory (" +
+    std::string description = "adaptive pool from " + gb_text(usable) +
+                              (req.measured_usable_bytes ? " free device memory (" : " usable memory (") +
                               gb_text(outside) + " kept outside the pool)";
     if (n_slots < step_slots(req)) {
         const uint64_t step_bytes = step_slots(req) * req.slot_bytes;

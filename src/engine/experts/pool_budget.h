@@ -57,6 +57,9 @@ struct PoolRequirements {
     // Adaptive sizing leaves max(min_headroom_bytes, reserve_bytes) outside the pool (the seed's
     // "larger of 6 GB or the scratch allowance").
     uint64_t min_headroom_bytes = 6'000'000'000;
+    // Set for a device pool: the free device memory the caller measured (cudaMemGetInfo);
+    // host memory facts are then not read.
+    std::optional<uint64_t> measured_usable_bytes;
 };
 
 struct PoolBudget {

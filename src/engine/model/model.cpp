@@ -5,7 +5,7 @@
 #include "base/error.h"
 #include "engine/experts/expert_source.h"
 #include "engine/model/layers.h"
-#include "model_data/qwen4_exp/ngram_hashing.h"
+#include "engine/model/sequence_bookkeeping.h"
 
 namespace cherenkov::engine {
 
@@ -53,19 +53,8 @@ ForwardResult Model::forward(SequenceState& state, std::span<const int32_t> toke
     const int64_t width = c.hc_width();
 
     // N-gram ids of every PLE layer, all from the context before this call.
-    std::vector<std::vector<int64_t>> ngram_ids(weights_.layers.size());
-    std::vector<int64_t> token_ids(tokens.begin(), tokens.end());
-    std::vector<int64_t> next_context = state.ngram_context;
-    for (size_t l = 0; l < weights_.layers.size(); ++l) {
-        if (!weights_.layers[l].ple) continue;
-        const q4::NgramHash& hash = weights_.layers[l].ple->hash;
-        std::vector<int64_t> context = state.ngram_context;
-        ngram_ids[l].resize(static_cast<size_t>(n_rows * hash.n_heads()));
-        q4::ngram_ids_into(hash, context, token_ids, ngram_ids[l]);
-        next_context = context;
-        // Start the page reads now; the rows are needed once the layers before this one ran.
-        for (int64_t id : ngram_ids[l]) weights_.layers[l].ple->prefetch_row(id);
-    }
+    std::vector<std::vector<int64_t>> ngram_ids;
+    const std::vector<int64_t> next_context = layer_ngram_ids(weights_, state, tokens, ngram_ids);
 
     // Embedding, replicated over the C streams.
     std::vector<float> x(static_cast<size_t>(n_rows * width));
@@ -90,8 +79,10 @@ ForwardResult Model::forward(SequenceState& state, std::span<const int32_t> toke
             }
         }
         state.snapshot_base = state.position;
+        state.n_snapshot_rows = n_rows;
     } else {
         state.row_snapshots.clear();
+        state.n_snapshot_rows = 0;
     }
 
     experts_.begin_step();
@@ -132,11 +123,7 @@ ForwardResult Model::forward(SequenceState& state, std::span<const int32_t> toke
 
 void Model::commit(SequenceState& state, int64_t n_rows) {
     const q4::Config& c = weights_.config;
-    const auto n_snapshots = static_cast<int64_t>(state.row_snapshots.size());
-    if (n_rows < 1 || n_rows > n_snapshots || state.snapshot_base + n_snapshots != state.position) {
-        throw_internal("commit(" + std::to_string(n_rows) +
-                       ") without a matching verification call");
-    }
+    check_commit(state, n_rows);
     const int64_t keep = state.snapshot_base + n_rows;
     if (keep < state.position) {
         const RowSnapshot& snap = state.row_snapshots[static_cast<size_t>(n_rows - 1)];
@@ -148,23 +135,10 @@ void Model::commit(SequenceState& state, int64_t n_rows) {
                 layer.attention.truncate(keep, c.indexer ? c.indexer->compress_ratio : 0);
             }
         }
-        state.tokens.resize(static_cast<size_t>(keep));
-        if (c.has_ple()) {
-            // The last N-1 committed ids, EOS where fewer exist.
-            const auto n = static_cast<size_t>(c.ngram_context_len);
-            std::vector<int64_t> context(n, c.first_eos());
-            const size_t have = std::min(n, state.tokens.size());
-            for (size_t i = 0; i < have; ++i)
-                context[n - have + i] = state.tokens[state.tokens.size() - have + i];
-            state.ngram_context = context;
-        }
-        const auto width = static_cast<size_t>(c.hc_width());
-        const auto pending = static_cast<size_t>(std::max<int64_t>(keep - state.mtp_length, 0));
-        if (state.pending_residuals.size() > pending * width)
-            state.pending_residuals.resize(pending * width);
-        state.position = keep;
+        commit_bookkeeping(c, state, keep);
     }
     state.row_snapshots.clear();
+    state.n_snapshot_rows = 0;
 }
 
 MtpResult Model::mtp_catch_up(SequenceState& state, int32_t next_token, bool all_logits,

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <ostream>
 #include <span>
 #include <string>
@@ -70,6 +71,9 @@ public:
     // and its draft token; `step` selects the MTP layer (step mod n_layers).
     virtual MtpResult mtp_chain(SequenceState& state, std::span<const float> previous_residual,
                                 int32_t token, int64_t position, int64_t step) = 0;
+
+    // Backend figures for memory_stats (device allocations, device expert pool), or null.
+    virtual nlohmann::json backend_stats() const { return nullptr; }
 };
 
 }  // namespace cherenkov::engine

@@ -91,8 +91,10 @@ struct SequenceState {
     int64_t mtp_length = 0;
     std::vector<float> pending_residuals;  // [position - mtp_length, C·H]
 
-    // Filled by a forward call with snapshots on: one per row of that call.
+    // Filled by a forward call with snapshots on: one per row of that call (the CPU backend's;
+    // other backends keep theirs in `backend`). n_snapshot_rows counts them for every backend.
     std::vector<RowSnapshot> row_snapshots;
+    int64_t n_snapshot_rows = 0;
     int64_t snapshot_base = 0;  // position before that call
 
     // A backend's own caches (null for the CPU backend, whose caches are the vectors above).

@@ -7,9 +7,12 @@
 
 #include "base/error.h"
 #include "base/file.h"
+#include "engine/cuda/cuda_model.h"
+#include "engine/cuda/device_info.h"
 #include "engine/experts/direct_expert_reader.h"
 #include "engine/experts/expert_cache.h"
 #include "engine/experts/expert_source_factory.h"
+#include "engine/runtime/checked_backend.h"
 #include "store/manifest/store_manifest.h"
 #include "store/store_check.h"
 
@@ -33,6 +36,15 @@ uint64_t proc_status_bytes(const std::string& key) {
 }
 
 }  // namespace
+
+std::string resolve_backend(const std::string& requested) {
+    if (requested == "cpu" || requested == "cuda") return requested;
+    if (requested == "auto") {
+        const cuda::DeviceQuery query = cuda::query_devices();
+        return query.devices.empty() ? "cpu" : "cuda";
+    }
+    throw_invalid("--backend '" + requested + "': expected cpu, cuda or auto");
+}
 
 std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
     const auto start = std::chrono::steady_clock::now();
@@ -62,7 +74,24 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
     source.cache.policy = parse_replacement_kind(options.policy);
     source.cache.cut_weak = options.cut_weak;
     source.cache.n_io_threads = options.io_threads;
-    source.pool = parse_pool_setting(options.pool);
+    const std::string backend = resolve_backend(options.backend);
+    if (options.buffered_io) source.cache.direct_io = DirectIo::Off;
+    if (backend == "cuda") {
+        // The device pool caches; the host pool stages reads into it (or is the RAM tier).
+        const std::string host = options.host_pool.empty() ? "staging" : options.host_pool;
+        if (host == "staging") {
+            const uint64_t step = static_cast<uint64_t>(std::max<int64_t>(options.max_rows, 1) *
+                                                        loaded->weights_->config.num_experts_per_tok);
+            const uint64_t slot = find_expert_tables(options.store_dir, bits)
+                                      .at(options.expert_bits)
+                                      .layout.record_bytes;
+            source.pool = PoolSetting{.mode = PoolMode::Explicit, .bytes = 4 * step * slot};
+        } else {
+            source.pool = parse_pool_setting(host);
+        }
+    } else {
+        source.pool = parse_pool_setting(options.pool);
+    }
     source.max_rows = std::max<int64_t>(options.max_rows, 1);
     source.top_k = loaded->weights_->config.num_experts_per_tok;
     source.fixed_bytes = loaded->weights_->resident_bytes();
@@ -72,6 +101,25 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
     loaded->pool_description_ = built.budget.description;
     loaded->pool_ = std::make_unique<ThreadPool>(options.threads);
     loaded->model_ = std::make_unique<Model>(*loaded->weights_, *loaded->experts_, *loaded->pool_);
+    loaded->backend_ = loaded->model_.get();
+    loaded->backend_name_ = backend;
+    if (backend == "cuda") {
+        cuda::CudaModelOptions device;
+        device.pool = options.pool;
+        device.max_rows = std::max<int64_t>(options.max_rows, 1);
+        device.max_ctx = options.max_ctx;
+        device.max_bits = std::max(options.expert_bits, options.miss_bits);
+        loaded->cuda_model_ =
+            cuda::make_cuda_model(*loaded->weights_, *loaded->experts_, device);
+        loaded->backend_ = loaded->cuda_model_.get();
+        loaded->pool_description_ =
+            loaded->cuda_model_->backend_stats().value("device_expert_pool", "") + "; host " +
+            loaded->pool_description_;
+    }
+    if (options.check) {
+        loaded->checked_ = make_checked_backend(*loaded->backend_, *loaded->model_);
+        loaded->backend_ = loaded->checked_.get();
+    }
     loaded->load_seconds_ =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return loaded;
@@ -110,6 +158,8 @@ nlohmann::json LoadedModel::memory_stats(const SequenceState* state) const {
         stats["expert_hit_rate"] = cache->stats().hit_rate();
     }
     stats["experts_read_bytes"] = expert_bytes_read();
+    stats["backend"] = backend_name_;
+    if (cuda_model_) stats["device"] = cuda_model_->backend_stats();
     return stats;
 }
 

@@ -1,6 +1,7 @@
-// Everything needed to run one packed store on the CPU, loaded together: the resident weights,
-// the expert source for the chosen precision, the thread pool and the Model. Commands (run,
-// logits, perplexity, bench; later serve) share this instead of wiring the parts themselves.
+// Everything needed to run one packed store, loaded together: the resident weights, the expert
+// source for the chosen precision, the thread pool and the forward-pass backend (the CPU Model,
+// or the CUDA model with its device expert pool). Commands (run, logits, perplexity, bench;
+// later serve) share this instead of wiring the parts themselves.
 #pragma once
 
 #include <memory>
@@ -24,7 +25,20 @@ struct LoadOptions {
     float cut_weak = 0.0F;          // --cut-weak
     int io_threads = 4;
     int64_t max_rows = 3;  // rows per decode step (token + drafts): the pool's minimum
+    // cpu, cuda, or auto (cuda when this build has CUDA and a device is present).
+    std::string backend = "cpu";
+    // With cuda, `pool` sizes the device expert pool and this the host cache the device pool is
+    // filled from (the RAM tier). Empty: a staging pool of a few layer-steps, so misses of the
+    // device pool read the store (through the page cache when buffered_io).
+    std::string host_pool;
+    bool buffered_io = false;  // read experts through the page cache instead of O_DIRECT
+    bool check = false;        // cuda: also run the CPU model and report divergence (slow)
+    int64_t max_ctx = 4096;    // context the device memory plan leaves room for
 };
+
+// "auto" → "cuda" when the build has CUDA and a device answers, else "cpu"; "cpu"/"cuda" as
+// given; anything else throws InvalidInput.
+std::string resolve_backend(const std::string& requested);
 
 class LoadedModel {
 public:
@@ -33,7 +47,10 @@ public:
     // low-bit table, Corrupt for a damaged store.
     static std::unique_ptr<LoadedModel> load(const LoadOptions& options);
 
-    Model& model() { return *model_; }
+    // The backend the options chose (with --check, a wrapper running both).
+    ModelBackend& model() { return *backend_; }
+    Model& cpu_model() { return *model_; }
+    const std::string& backend_name() const { return backend_name_; }
     const ModelWeights& weights() const { return *weights_; }
     ExpertSource& experts() { return *experts_; }
     ThreadPool& pool() { return *pool_; }
@@ -58,6 +75,10 @@ private:
     std::unique_ptr<ExpertSource> experts_;
     std::unique_ptr<ThreadPool> pool_;
     std::unique_ptr<Model> model_;
+    std::unique_ptr<ModelBackend> cuda_model_;
+    std::unique_ptr<ModelBackend> checked_;
+    ModelBackend* backend_ = nullptr;
+    std::string backend_name_ = "cpu";
     double load_seconds_ = 0.0;
     int expert_bits_ = 4;
     uint64_t pool_bytes_ = 0;

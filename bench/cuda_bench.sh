@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# CUDA backend benchmark on a synthetic FN-shaped store (issue 9):
+#   bench/cuda_bench.sh [OUT_ROOT]                        (default /tmp/cherenkov-cuda-bench)
+# 1. bench/make_synthetic_store.sh: LAYERS (16) x 512 experts, top-10, hidden 2560, I 640, random
+#    4-bit codes written directly, packed with `cherenkov prepare`;
+# 2. the disk's raw O_DIRECT bandwidth on experts.bin (bench/disk_bandwidth.py), same run;
+# 3. `cherenkov bench --backend cuda --json` in three regimes:
+#    resident  --pool-gb max: the device pool holds every expert (run 1 fills it, run 2 is warm);
+#    streaming --pool-gb POOL_GB (16), experts.bin evicted from the page cache, O_DIRECT reads;
+#    ram tier  --pool-gb POOL_GB --buffered-io with experts.bin in the page cache;
+# 4. a table: prefill / decode tok/s, device hit rate, expert bytes read from the store per decode
+#    token, the read rate that implies against the disk's, and the disk-bound decode rate.
+# Environment: CHERENKOV_BIN (build/cherenkov), LAYERS, POOL_GB, PROMPT_TOKENS (64), GEN_TOKENS
+# (32), KEEP=1 keeps the store.
+set -euo pipefail
+root=${1:-/tmp/cherenkov-cuda-bench}
+bin=${CHERENKOV_BIN:-build/cherenkov}
+layers=${LAYERS:-16}
+pool=${POOL_GB:-16}
+prompt_tokens=${PROMPT_TOKENS:-64}
+gen_tokens=${GEN_TOKENS:-32}
+here=$(cd "$(dirname "$0")" && pwd)
+cleanup() {
+    if [[ "${KEEP:-0}" != 1 ]]; then rm -rf "$root/source" "$root/store"; fi
+}
+trap cleanup EXIT
+
+"$here/make_synthetic_store.sh" "$root" "$layers" 512 "$bin"
+python3 "$here/disk_bandwidth.py" "$root/store" --evict >"$root/disk.json"
+
+bench() {  # NAME REPEAT FLAGS...
+    local name=$1 repeat=$2
+    shift 2
+    "$bin" bench "$root/store" --backend cuda --prompt-tokens "$prompt_tokens" \
+        --gen-tokens "$gen_tokens" --repeat "$repeat" --json "$@" >"$root/$name.json" \
+        2>"$root/$name.log"
+}
+bench resident 2 --pool-gb max
+python3 "$here/disk_bandwidth.py" "$root/store" --evict >/dev/null
+bench streaming 2 --pool-gb "$pool"
+cat "$root/store/experts.bin" >/dev/null  # into the page cache
+bench ram_tier 2 --pool-gb "$pool" --buffered-io
+
+python3 - "$root" <<'PY'
+import json, os, sys
+root = sys.argv[1]
+disk = json.load(open(os.path.join(root, "disk.json")))
+manifest = json.load(open(os.path.join(root, "store", "manifest.json")))
+e = manifest["experts"]
+print(f"store: {e['n_trunk_layers']} layers x {e['n_experts']} experts (H {e['hidden']}, I {e['intermediate']}, "
+      f"Q{e['bits']} record {e['record_bytes']:,} B), experts.bin {disk['experts_bin_bytes'] / 1e9:.2f} GB")
+print(f"disk (O_DIRECT on experts.bin): sequential {disk['sequential_mb_per_s']:.0f} MB/s, "
+      f"random records {disk['random_record_mb_per_s']:.0f} MB/s")
+head = ("regime", "run", "prefill tok/s", "decode tok/s", "device hit rate", "decode MB read/tok",
+        "decode read MB/s", "disk-bound tok/s", "decode / disk-bound")
+print("| " + " | ".join(head) + " |")
+print("|" + "|".join("---" for _ in head) + "|")
+for name in ("resident", "streaming", "ram_tier"):
+    report = json.load(open(os.path.join(root, name + ".json")))
+    device = report["memory"].get("device") or {}
+    hit = device.get("device_expert_hit_rate", float("nan"))
+    for i, run in enumerate(report["runs"]):
+        mb = run["decode_expert_bytes_per_token"] / 1e6
+        tps = run["decode_tokens_per_second"]
+        bound = disk["random_record_mb_per_s"] / mb if mb > 0 else float("inf")
+        print(f"| {name} | {i + 1} | {run['prefill_tokens_per_second']:.1f} | {tps:.2f} | {hit:.3f} | "
+              f"{mb:.1f} | {mb * tps:.0f} | {bound:.1f} | {tps / bound if mb > 0 else float('nan'):.2f} |")
+    print(f"  {name}: {report['expert_pool']}")
+print("device hit rate is cumulative over the regime's runs; disk-bound tok/s = random-record disk MB/s / "
+      "decode MB read per token")
+PY

@@ -1,0 +1,709 @@
+// The CUDA ModelBackend (cuda_model.h): host bookkeeping shared with the CPU model
+// (sequence_bookkeeping.h), device caches per sequence (DeviceSequence), and the decoder layers of
+// device_layers.cuh composed exactly as engine/model/model.cpp composes the CPU ones.
+#include "engine/cuda/cuda_model.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "engine/cuda/device_expert_pool.h"
+#include "engine/cuda/device_layers.cuh"
+#include "engine/cuda/device_weights.h"
+#include "engine/experts/expert_source.h"
+#include "engine/experts/pool_budget.h"
+#include "engine/model/ops.h"
+#include "engine/model/sequence_bookkeeping.h"
+
+namespace cherenkov::engine::cuda {
+namespace {
+
+namespace q4 = model_data::qwen4_exp;
+
+// ---- kernels ----
+
+// out[t, s·H + d] = W[token_t][d] for every stream s (the embedding, replicated), and
+// first[t, d] = the same row (the trace's "embed"). W affine (any bit width) or float32.
+__global__ void embed_kernel(DeviceLinear w, const int32_t* tokens, int64_t n_streams, float* out,
+                             float* first) {
+    const int64_t t = blockIdx.x;
+    const int64_t h = w.cols;
+    const int64_t row = tokens[t];
+    for (int64_t d = threadIdx.x; d < h; d += blockDim.x) {
+        float v;
+        if (w.quantized) {
+            const DeviceAffineMatrix& a = w.affine;
+            const int64_t row_bytes = a.cols * a.bits / 8;
+            const uint8_t* codes = a.codes + row * row_bytes;
+            const int64_t bit = d * a.bits;
+            const int64_t byte = bit >> 3;
+            uint32_t word = codes[byte];
+            if (byte + 1 < row_bytes) word |= static_cast<uint32_t>(codes[byte + 1]) << 8;
+            const uint32_t q = (word >> (bit & 7)) & ((1U << a.bits) - 1U);
+            const int64_t g = row * (a.cols / a.group_size) + d / a.group_size;
+            const float scale = __uint_as_float(static_cast<uint32_t>(a.scales[g]) << 16);
+            const float bias = __uint_as_float(static_cast<uint32_t>(a.biases[g]) << 16);
+            v = scale * static_cast<float>(q) + bias;
+        } else {
+            v = w.dense[row * h + d];
+        }
+        first[t * h + d] = v;
+        for (int64_t s = 0; s < n_streams; ++s) out[(t * n_streams + s) * h + d] = v;
+    }
+}
+
+// x[t, s·H + d] += f[t, d]
+__global__ void add_per_stream_kernel(float* x, const float* f, int64_t n_rows, int64_t n_streams,
+                                      int64_t hidden) {
+    const int64_t total = n_rows * n_streams * hidden;
+    for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+         i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+        const int64_t d = i % hidden;
+        const int64_t t = i / (n_streams * hidden);
+        x[i] += f[t * hidden + d];
+    }
+}
+
+// ---- per-sequence device caches ----
+
+struct LayerPlan {
+    int64_t gdn_conv = 0, gdn_recurrent = 0, ple_conv = 0;  // floats
+    int64_t kv_width = 0, index_width = 0, n_block_rows = 0;
+    bool attention = false;
+};
+
+// The device half of a SequenceState: one allocation for every layer's caches (trunk and MTP)
+// and one for verification snapshots (grown on demand).
+class DeviceSequence final : public BackendState {
+public:
+    DeviceSequence(const q4::Config& c, const std::vector<LayerPlan>& trunk,
+                   const std::vector<LayerPlan>& mtp, int64_t capacity)
+        : config_(&c), trunk_plan_(trunk), mtp_plan_(mtp), capacity_(capacity) {
+        uint64_t total = 0;
+        for (const auto* plans : {&trunk_plan_, &mtp_plan_})
+            for (const LayerPlan& p : *plans) total += layer_floats(p);
+        caches_ = DeviceBuffer(std::max<uint64_t>(total, 1) * sizeof(float));
+        CHERENKOV_CUDA_CHECK(cudaMemset(caches_.data(), 0, caches_.size()));
+        float* at = caches_.as<float>();
+        layers = carve(trunk_plan_, at);
+        mtp_layers = carve(mtp_plan_, at);
+    }
+
+    std::unique_ptr<BackendState> clone() const override {
+        CHERENKOV_CUDA_CHECK(cudaDeviceSynchronize());
+        auto copy = std::make_unique<DeviceSequence>(*config_, trunk_plan_, mtp_plan_, capacity_);
+        CHERENKOV_CUDA_CHECK(cudaMemcpy(copy->caches_.data(), caches_.data(), caches_.size(),
+                                        cudaMemcpyDeviceToDevice));
+        for (size_t i = 0; i < layers.size(); ++i) {
+            copy->layers[i].attention.length = layers[i].attention.length;
+            copy->layers[i].attention.n_block_keys = layers[i].attention.n_block_keys;
+        }
+        for (size_t i = 0; i < mtp_layers.size(); ++i) {
+            copy->mtp_layers[i].attention.length = mtp_layers[i].attention.length;
+            copy->mtp_layers[i].attention.n_block_keys = mtp_layers[i].attention.n_block_keys;
+        }
+        if (snapshot_rows_ > 0) {
+            copy->reserve_snapshots(snapshot_rows_);
+            CHERENKOV_CUDA_CHECK(cudaMemcpy(copy->snapshots_.data(), snapshots_.data(),
+                                            snapshots_.size(), cudaMemcpyDeviceToDevice));
+        }
+        return copy;
+    }
+
+    uint64_t bytes() const override { return caches_.size() + snapshots_.size(); }
+    int64_t capacity() const { return capacity_; }
+
+    // Room for per-row snapshots of `rows` rows: per trunk layer [rows, recurrent], [rows, conv]
+    // (GDN) and [rows, ple conv] (PLE layers).
+    void reserve_snapshots(int64_t rows) {
+        if (rows <= snapshot_rows_) return;
+        uint64_t per_row = 0;
+        for (const LayerPlan& p : trunk_plan_) per_row += p.gdn_recurrent + p.gdn_conv + p.ple_conv;
+        snapshots_ = DeviceBuffer(std::max<uint64_t>(per_row * rows, 1) * sizeof(float));
+        snapshot_rows_ = rows;
+    }
+    struct LayerSnapshots {
+        float* recurrent = nullptr;
+        float* conv = nullptr;
+        float* ple = nullptr;
+    };
+    LayerSnapshots snapshots_of(size_t layer) const {
+        float* at = snapshots_.as<float>();
+        for (size_t l = 0; l < layer; ++l) {
+            const LayerPlan& p = trunk_plan_[l];
+            at += (p.gdn_recurrent + p.gdn_conv + p.ple_conv) * snapshot_rows_;
+        }
+        const LayerPlan& p = trunk_plan_[layer];
+        LayerSnapshots s;
+        if (p.gdn_recurrent > 0) s.recurrent = at;
+        at += p.gdn_recurrent * snapshot_rows_;
+        if (p.gdn_conv > 0) s.conv = at;
+        at += p.gdn_conv * snapshot_rows_;
+        if (p.ple_conv > 0) s.ple = at;
+        return s;
+    }
+    const LayerPlan& plan(size_t layer) const { return trunk_plan_[layer]; }
+
+    std::vector<DeviceLayerState> layers;
+    std::vector<DeviceLayerState> mtp_layers;
+
+private:
+    uint64_t layer_floats(const LayerPlan& p) const {
+        uint64_t n = p.gdn_conv + p.gdn_recurrent + p.ple_conv;
+        if (p.attention) {
+            n += 2 * capacity_ * p.kv_width + capacity_ * p.index_width +
+                 p.n_block_rows * p.index_width;
+        }
+        return n;
+    }
+    std::vector<DeviceLayerState> carve(const std::vector<LayerPlan>& plans, float*& at) const {
+        std::vector<DeviceLayerState> out(plans.size());
+        for (size_t i = 0; i < plans.size(); ++i) {
+            const LayerPlan& p = plans[i];
+            DeviceLayerState& s = out[i];
+            const auto take = [&](int64_t n) {
+                float* ptr = n > 0 ? at : nullptr;
+                at += n;
+                return ptr;
+            };
+            s.gdn.conv = take(p.gdn_conv);
+            s.gdn.recurrent = take(p.gdn_recurrent);
+            s.ple.conv = take(p.ple_conv);
+            if (p.attention) {
+                s.attention.capacity = capacity_;
+                s.attention.keys = take(capacity_ * p.kv_width);
+                s.attention.values = take(capacity_ * p.kv_width);
+                s.attention.index_keys = take(capacity_ * p.index_width);
+                s.attention.block_keys = take(p.n_block_rows * p.index_width);
+            }
+        }
+        return out;
+    }
+
+    const q4::Config* config_;
+    std::vector<LayerPlan> trunk_plan_, mtp_plan_;
+    int64_t capacity_;
+    DeviceBuffer caches_;
+    DeviceBuffer snapshots_;
+    int64_t snapshot_rows_ = 0;
+};
+
+LayerPlan plan_layer(const q4::Config& c, const LayerWeights& w, int64_t capacity) {
+    LayerPlan p;
+    if (w.gdn) {
+        p.gdn_conv = (c.linear_conv_kernel_dim - 1) * c.conv_dim;
+        p.gdn_recurrent = c.linear_num_value_heads * c.linear_key_head_dim * c.linear_value_head_dim;
+    } else {
+        p.attention = true;
+        p.kv_width = c.num_key_value_heads * c.head_dim;
+        p.index_width = c.indexer ? c.indexer->head_dim : 0;
+        p.n_block_rows = c.indexer ? capacity / c.indexer->compress_ratio + 1 : 0;
+    }
+    if (w.ple) p.ple_conv = c.ple_conv_state_len * c.hc_width();
+    return p;
+}
+
+DeviceSequence& device_state(SequenceState& state) {
+    auto* d = dynamic_cast<DeviceSequence*>(state.backend.get());
+    if (d == nullptr) throw_internal("a sequence state made by another backend was given to cuda");
+    return *d;
+}
+
+class CudaModel final : public ModelBackend {
+public:
+    CudaModel(const ModelWeights& weights, ExpertSource& experts, const CudaModelOptions& options);
+    ~CudaModel() override {
+        pool_.reset();
+        device_.reset();
+        if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    }
+
+    const char* name() const override { return "cuda"; }
+    const q4::Config& config() const override { return weights_.config; }
+    bool has_mtp() const override { return weights_.mtp.has_value(); }
+    SequenceState new_sequence(int64_t max_ctx) const override;
+    void set_routing_trace(std::ostream* out) override { routing_trace_ = out; }
+    ForwardResult forward(SequenceState& state, std::span<const int32_t> tokens,
+                          const ForwardOptions& options) override;
+    void commit(SequenceState& state, int64_t n_rows) override;
+    MtpResult mtp_catch_up(SequenceState& state, int32_t next_token, bool all_logits,
+                           ForwardTrace* trace) override;
+    MtpResult mtp_chain(SequenceState& state, std::span<const float> previous_residual,
+                        int32_t token, int64_t position, int64_t step) override;
+    nlohmann::json backend_stats() const override;
+
+private:
+    DeviceContext context(ForwardTrace* trace, std::string prefix);
+    void decoder_layer(const DeviceLayerWeights& w, const DeviceLayerWeights* next,
+                       DeviceLayerState& state, const float* ple_embedding, float* x,
+                       int64_t n_rows, int64_t first_position, DeviceContext& ctx);
+    // Logits of rows [first, n_rows) of x through a final mixer and lm_head, to the host.
+    std::vector<float> head(const DeviceHyperConnectionWeights& mixer, const DeviceLinear& lm_head,
+                            const float* x, int64_t n_rows, ForwardTrace* trace,
+                            const char* trace_name);
+    MtpResult mtp_rows(SequenceState& state, const float* residuals,
+                       std::span<const int32_t> tokens, int64_t first_position, int64_t step,
+                       bool all_logits, ForwardTrace* trace);
+    void check_tokens(std::span<const int32_t> tokens) const;
+    void download(float* host, const float* device, int64_t n) const;
+
+    const ModelWeights& weights_;
+    ExpertSource& experts_;
+    CudaModelOptions options_;
+    cudaStream_t stream_ = nullptr;
+    std::unique_ptr<DeviceModelWeights> device_;
+    DeviceBuffer rope_inv_freq_;
+    std::unique_ptr<DeviceExpertPool> pool_;
+    std::string pool_description_;
+    std::vector<LayerPlan> trunk_plan_, mtp_plan_;
+    std::ostream* routing_trace_ = nullptr;
+    int64_t trace_step_ = 0;
+    std::string device_name_;
+    uint64_t device_total_bytes_ = 0;
+};
+
+CudaModel::CudaModel(const ModelWeights& weights, ExpertSource& experts,
+                     const CudaModelOptions& options)
+    : weights_(weights), experts_(experts), options_(options) {
+    const q4::Config& c = weights.config;
+    int n_devices = 0;
+    if (cudaGetDeviceCount(&n_devices) != cudaSuccess || n_devices == 0) {
+        cudaGetLastError();
+        throw_unsupported("--backend cuda: no CUDA device is available");
+    }
+    if (options.device < 0 || options.device >= n_devices) {
+        throw_invalid("CUDA device " + std::to_string(options.device) + " does not exist (" +
+                      std::to_string(n_devices) + " present)");
+    }
+    CHERENKOV_CUDA_CHECK(cudaSetDevice(options.device));
+    cudaDeviceProp prop{};
+    CHERENKOV_CUDA_CHECK(cudaGetDeviceProperties(&prop, options.device));
+    device_name_ = prop.name;
+    device_total_bytes_ = prop.totalGlobalMem;
+    CHERENKOV_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+
+    size_t free_bytes = 0;
+    size_t total_bytes = 0;
+    CHERENKOV_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    if (weights.resident_bytes() + (1ULL << 30) > free_bytes) {
+        throw Error(ErrorKind::ResourceExhausted,
+                    "the dense weights (" + std::to_string(weights.resident_bytes()) +
+                        " bytes) do not fit in the device's " + std::to_string(free_bytes) +
+                        " free bytes with 1 GiB of working room");
+    }
+    device_ = upload_model_weights(weights);
+
+    // RoPE frequencies exactly as engine::Rope computes them.
+    std::vector<float> inv_freq;
+    const float base = static_cast<float>(c.rope.rope_theta);
+    for (int64_t i = 0; i < c.rotary_dim / 2; ++i) {
+        const float exponent = static_cast<float>(2 * i) / static_cast<float>(c.rotary_dim);
+        inv_freq.push_back(1.0F / std::pow(base, exponent));
+    }
+    rope_inv_freq_ = DeviceBuffer(std::max<size_t>(inv_freq.size(), 1) * sizeof(float));
+    if (!inv_freq.empty()) rope_inv_freq_.upload(inv_freq.data(), inv_freq.size() * sizeof(float));
+
+    const int64_t capacity = options.max_ctx + 8;
+    for (const LayerWeights& l : weights.layers) trunk_plan_.push_back(plan_layer(c, l, capacity));
+    if (weights.mtp) {
+        for (const LayerWeights& l : weights.mtp->layers)
+            mtp_plan_.push_back(plan_layer(c, l, capacity));
+    }
+
+    // The device expert pool: what is left after one sequence's caches, its snapshots and the
+    // scratch of a prefill chunk (activations of every layer's temporaries, generously).
+    uint64_t state_floats = 0;
+    for (const auto* plans : {&trunk_plan_, &mtp_plan_}) {
+        for (const LayerPlan& p : *plans) {
+            state_floats += p.gdn_conv + p.gdn_recurrent + p.ple_conv +
+                            (p.attention ? 2 * capacity * p.kv_width + capacity * p.index_width +
+                                               p.n_block_rows * p.index_width
+                                         : 0);
+        }
+    }
+    for (const LayerPlan& p : trunk_plan_)
+        state_floats += (p.gdn_conv + p.gdn_recurrent + p.ple_conv) * (options.max_rows + 1);
+    const int64_t widest = std::max<int64_t>(
+        {c.vocab_size, c.conv_dim * 2, c.num_attention_heads * c.head_dim * 2,
+         c.hc_width() * 4, c.num_experts * 2,
+         c.num_experts_per_tok * c.hidden_size + c.moe_intermediate_size * 2});
+    const uint64_t scratch_bytes =
+        static_cast<uint64_t>(options.prefill_chunk) * widest * 8 * sizeof(float) + (512ULL << 20);
+    const store::ExpertLayout& layout = experts.layout();
+    PoolRequirements req;
+    req.slot_bytes = DeviceExpertPool::slot_bytes_for(layout, options.max_bits);
+    req.n_table_records = layout.n_records();
+    req.step_records = static_cast<uint64_t>(options.max_rows * c.num_experts_per_tok);
+    req.fixed_bytes = state_floats * sizeof(float);
+    req.reserve_bytes = scratch_bytes;
+    req.min_headroom_bytes = 1ULL << 30;
+    CHERENKOV_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    req.measured_usable_bytes = free_bytes;
+    const PoolSetting setting = parse_pool_setting(options.pool);
+    if (setting.mode == PoolMode::Explicit && setting.bytes == 0) {
+        throw_invalid("--pool-gb 0 is not possible with --backend cuda: routed experts are "
+                      "computed from the device pool (give at least one layer-step's experts)");
+    }
+    const PoolBudget budget = resolve_pool_budget(setting, req);
+    if (setting.mode == PoolMode::Explicit &&
+        budget.bytes + req.fixed_bytes + (256ULL << 20) > free_bytes) {
+        throw_invalid("--pool-gb " + options.pool + " does not fit: the device has " +
+                      std::to_string(free_bytes / 1000000) + " MB free after the weights, and " +
+                      std::to_string(req.fixed_bytes / 1000000) +
+                      " MB are needed for the sequence caches");
+    }
+    pool_ = std::make_unique<DeviceExpertPool>(layout, static_cast<int64_t>(budget.n_slots),
+                                               static_cast<void*>(stream_), options.max_bits);
+    pool_description_ = "device " + budget.description;
+}
+
+void CudaModel::check_tokens(std::span<const int32_t> tokens) const {
+    for (size_t i = 0; i < tokens.size(); ++i) {
+        if (tokens[i] < 0 || tokens[i] >= weights_.config.vocab_size) {
+            throw_invalid("token id " + std::to_string(tokens[i]) + " at index " +
+                          std::to_string(i) + " is outside the vocabulary [0, " +
+                          std::to_string(weights_.config.vocab_size) + ")");
+        }
+    }
+}
+
+void CudaModel::download(float* host, const float* device, int64_t n) const {
+    CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(host, device, static_cast<size_t>(n) * sizeof(float),
+                                         cudaMemcpyDeviceToHost, stream_));
+    CHERENKOV_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+SequenceState CudaModel::new_sequence(int64_t max_ctx) const {
+    // Host bookkeeping as the CPU model keeps it (make_sequence_state), without the host caches.
+    SequenceState s;
+    const q4::Config& c = weights_.config;
+    if (c.has_ple()) s.ngram_context.assign(static_cast<size_t>(c.ngram_context_len), c.first_eos());
+    const int64_t capacity = std::max<int64_t>(max_ctx, 1) + 8;
+    std::vector<LayerPlan> trunk;
+    std::vector<LayerPlan> mtp;
+    for (const LayerWeights& l : weights_.layers) trunk.push_back(plan_layer(config(), l, capacity));
+    if (weights_.mtp) {
+        for (const LayerWeights& l : weights_.mtp->layers)
+            mtp.push_back(plan_layer(config(), l, capacity));
+    }
+    s.backend = BackendStateHandle(std::make_unique<DeviceSequence>(config(), trunk, mtp, capacity));
+    return s;
+}
+
+DeviceContext CudaModel::context(ForwardTrace* trace, std::string prefix) {
+    DeviceContext ctx;
+    ctx.config = &weights_.config;
+    ctx.stream = stream_;
+    ctx.rope_inv_freq = rope_inv_freq_.as<float>();
+    ctx.experts = &experts_;
+    ctx.expert_pool = pool_.get();
+    ctx.trace = trace;
+    ctx.trace_prefix = std::move(prefix);
+    ctx.routing_trace = routing_trace_;
+    ctx.trace_step = trace_step_++;
+    return ctx;
+}
+
+void CudaModel::decoder_layer(const DeviceLayerWeights& w, const DeviceLayerWeights* next,
+                              DeviceLayerState& state, const float* ple_embedding, float* x,
+                              int64_t n_rows, int64_t first_position, DeviceContext& ctx) {
+    const q4::Config& c = weights_.config;
+    const int64_t h = c.hidden_size;
+    const int64_t n_streams = c.hc_count;
+    const int64_t width = c.hc_width();
+    if (w.ple) ple_forward(*w.ple, state.ple, ple_embedding, x, n_rows, ctx);
+
+    DeviceScratch<float> mix(static_cast<size_t>(n_rows * h), stream_);
+    DeviceScratch<float> inject(static_cast<size_t>(n_rows * n_streams), stream_);
+    DeviceScratch<float> y(static_cast<size_t>(n_rows * h), stream_);
+    hyper_connection_mix(w.attn_hc, x, n_rows, ctx, mix.data(), inject.data());
+    ctx.record("attn_hc.mix", mix.data(), n_rows * h);
+    ctx.record("attn_hc.inject", inject.data(), n_rows * n_streams);
+    if (w.gdn) {
+        gated_deltanet_forward(*w.gdn, state.gdn, mix.data(), n_rows, y.data(), ctx);
+    } else {
+        sparse_attention_forward(*w.qsa, state.attention, mix.data(), n_rows, first_position,
+                                 y.data(), ctx);
+    }
+    ctx.record("mixer_out", y.data(), n_rows * h);
+    hyper_connection_combine(x, inject.data(), y.data(), n_rows, n_streams, h, stream_);
+    ctx.record("x_mid", x, n_rows * width);
+
+    hyper_connection_mix(w.mlp_hc, x, n_rows, ctx, mix.data(), inject.data());
+    ctx.record("mlp_hc.mix", mix.data(), n_rows * h);
+    ctx.record("mlp_hc.inject", inject.data(), n_rows * n_streams);
+    moe_forward(w.moe, next != nullptr ? &next->moe : nullptr, mix.data(), n_rows, y.data(), ctx);
+    hyper_connection_combine(x, inject.data(), y.data(), n_rows, n_streams, h, stream_);
+    ctx.record("x_out", x, n_rows * width);
+}
+
+std::vector<float> CudaModel::head(const DeviceHyperConnectionWeights& mixer,
+                                   const DeviceLinear& lm_head, const float* x, int64_t n_rows,
+                                   ForwardTrace* trace, const char* trace_name) {
+    const int64_t h = weights_.config.hidden_size;
+    DeviceContext ctx = context(trace, "");
+    --trace_step_;  // the head is part of the call that asked for it
+    DeviceScratch<float> mix(static_cast<size_t>(n_rows * h), stream_);
+    hyper_connection_mix(mixer, x, n_rows, ctx, mix.data(), nullptr);
+    ctx.record(trace_name, mix.data(), n_rows * h);
+    const int64_t vocab = weights_.config.vocab_size;
+    DeviceScratch<float> logits(static_cast<size_t>(n_rows * vocab), stream_);
+    linear_apply(lm_head, mix.data(), n_rows, logits.data(), stream_);
+    std::vector<float> out(static_cast<size_t>(n_rows * vocab));
+    download(out.data(), logits.data(), n_rows * vocab);
+    return out;
+}
+
+ForwardResult CudaModel::forward(SequenceState& state, std::span<const int32_t> tokens,
+                                 const ForwardOptions& options) {
+    const q4::Config& c = weights_.config;
+    check_tokens(tokens);
+    const auto n_rows = static_cast<int64_t>(tokens.size());
+    ForwardResult result;
+    if (n_rows == 0) return result;
+    DeviceSequence& dev = device_state(state);
+    if (state.position + n_rows > dev.capacity()) {
+        throw_invalid("the context holds " + std::to_string(dev.capacity()) +
+                      " tokens on the device; this call would reach " +
+                      std::to_string(state.position + n_rows));
+    }
+    const int64_t h = c.hidden_size;
+    const int64_t width = c.hc_width();
+
+    // N-gram rows gathered on the host, dequantized, and copied for the PLE layers.
+    std::vector<std::vector<int64_t>> ngram_ids;
+    const std::vector<int64_t> next_context = layer_ngram_ids(weights_, state, tokens, ngram_ids);
+    std::vector<std::unique_ptr<DeviceScratch<float>>> ple_rows;
+    for (size_t l = 0; l < weights_.layers.size(); ++l) {
+        const bool has = weights_.layers[l].ple.has_value();
+        const int64_t p_dim = c.ple_embed_dim;
+        ple_rows.push_back(std::make_unique<DeviceScratch<float>>(
+            has ? static_cast<size_t>(n_rows * p_dim) : 0, stream_));
+        if (!has) continue;
+        const PleWeights& ple = *weights_.layers[l].ple;
+        std::vector<float> rows(static_cast<size_t>(n_rows * p_dim));
+        const int64_t n_heads = c.n_ngram_heads;
+        for (int64_t t = 0; t < n_rows; ++t) {
+            for (int64_t j = 0; j < n_heads; ++j) {
+                ple.gather_row(ngram_ids[l][static_cast<size_t>(t * n_heads + j)],
+                               rows.data() + t * p_dim + j * ple.width);
+            }
+        }
+        // From pageable memory: the call returns once `rows` has been consumed.
+        CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(ple_rows.back()->data(), rows.data(),
+                                             rows.size() * sizeof(float), cudaMemcpyHostToDevice,
+                                             stream_));
+    }
+
+    DeviceScratch<int32_t> d_tokens(static_cast<size_t>(n_rows), stream_);
+    CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(d_tokens.data(), tokens.data(),
+                                         tokens.size() * sizeof(int32_t), cudaMemcpyHostToDevice,
+                                         stream_));
+    DeviceScratch<float> x(static_cast<size_t>(n_rows * width), stream_);
+    DeviceScratch<float> embedded(static_cast<size_t>(n_rows * h), stream_);
+    embed_kernel<<<static_cast<unsigned>(n_rows), 256, 0, stream_>>>(
+        device_->embed, d_tokens.data(), c.hc_count, x.data(), embedded.data());
+    CHERENKOV_CUDA_CHECK(cudaGetLastError());
+
+    if (options.snapshot_rows) {
+        dev.reserve_snapshots(n_rows);
+        state.snapshot_base = state.position;
+        state.n_snapshot_rows = n_rows;
+    } else {
+        state.n_snapshot_rows = 0;
+    }
+    state.row_snapshots.clear();
+
+    DeviceContext ctx = context(options.trace, "");
+    ctx.record("embed", embedded.data(), n_rows * h);
+    experts_.begin_step();
+    for (size_t l = 0; l < device_->layers.size(); ++l) {
+        if (options.trace != nullptr) ctx.trace_prefix = "layers." + std::to_string(l) + ".";
+        if (options.snapshot_rows) {
+            const auto snaps = dev.snapshots_of(l);
+            ctx.gdn_recurrent_snapshots = snaps.recurrent;
+            ctx.gdn_conv_snapshots = snaps.conv;
+            ctx.ple_conv_snapshots = snaps.ple;
+        }
+        const DeviceLayerWeights* next =
+            l + 1 < device_->layers.size() ? &device_->layers[l + 1] : nullptr;
+        decoder_layer(device_->layers[l], next, dev.layers[l], ple_rows[l]->data(), x.data(),
+                      n_rows, state.position, ctx);
+    }
+    experts_.end_step();
+
+    if (options.keep_residuals) {
+        const size_t at = state.pending_residuals.size();
+        state.pending_residuals.resize(at + static_cast<size_t>(n_rows * width));
+        download(state.pending_residuals.data() + at, x.data(), n_rows * width);
+    }
+    const int64_t first = options.all_logits ? 0 : n_rows - 1;
+    result.n_logit_rows = n_rows - first;
+    result.logits = head(device_->final_mixer, device_->lm_head, x.data() + first * width,
+                         result.n_logit_rows, options.trace, "final_hidden");
+
+    state.position += n_rows;
+    state.tokens.insert(state.tokens.end(), tokens.begin(), tokens.end());
+    state.ngram_context = next_context;
+    return result;
+}
+
+void CudaModel::commit(SequenceState& state, int64_t n_rows) {
+    const q4::Config& c = weights_.config;
+    check_commit(state, n_rows);
+    DeviceSequence& dev = device_state(state);
+    const int64_t keep = state.snapshot_base + n_rows;
+    if (keep < state.position) {
+        const auto row = static_cast<size_t>(n_rows - 1);
+        for (size_t l = 0; l < weights_.layers.size(); ++l) {
+            DeviceLayerState& layer = dev.layers[l];
+            const LayerPlan& p = dev.plan(l);
+            const auto snaps = dev.snapshots_of(l);
+            const auto restore = [&](float* to, const float* from, int64_t n) {
+                CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(to, from + row * n, n * sizeof(float),
+                                                     cudaMemcpyDeviceToDevice, stream_));
+            };
+            if (weights_.layers[l].gdn) {
+                restore(layer.gdn.recurrent, snaps.recurrent, p.gdn_recurrent);
+                restore(layer.gdn.conv, snaps.conv, p.gdn_conv);
+            }
+            if (weights_.layers[l].ple) restore(layer.ple.conv, snaps.ple, p.ple_conv);
+            if (weights_.layers[l].qsa) {
+                layer.attention.truncate(keep, c.indexer ? c.indexer->compress_ratio : 0);
+            }
+        }
+        commit_bookkeeping(c, state, keep);
+    }
+    state.n_snapshot_rows = 0;
+}
+
+MtpResult CudaModel::mtp_catch_up(SequenceState& state, int32_t next_token, bool all_logits,
+                                  ForwardTrace* trace) {
+    if (!has_mtp()) throw_internal("mtp_catch_up on a model without MTP weights");
+    const int64_t width = weights_.config.hc_width();
+    const int64_t first = state.mtp_length;
+    const int64_t n_rows = state.position - first;
+    if (n_rows <= 0 || static_cast<int64_t>(state.pending_residuals.size()) != n_rows * width) {
+        throw_internal("MTP catch-up needs the residuals of rows " + std::to_string(first) + ".." +
+                       std::to_string(state.position - 1));
+    }
+    std::vector<int32_t> tokens(state.tokens.begin() + first + 1, state.tokens.end());
+    tokens.push_back(next_token);
+    check_tokens(tokens);
+    const int64_t ratio = weights_.config.indexer ? weights_.config.indexer->compress_ratio : 0;
+    for (DeviceLayerState& layer : device_state(state).mtp_layers)
+        layer.attention.truncate(first, ratio);
+    MtpResult result =
+        mtp_rows(state, state.pending_residuals.data(), tokens, first, 0, all_logits, trace);
+    state.pending_residuals.clear();
+    state.mtp_length = state.position;
+    return result;
+}
+
+MtpResult CudaModel::mtp_chain(SequenceState& state, std::span<const float> previous_residual,
+                               int32_t token, int64_t position, int64_t step) {
+    const int32_t tokens[1] = {token};
+    check_tokens(tokens);
+    DeviceSequence& dev = device_state(state);
+    DeviceLayerState& layer = dev.mtp_layers[static_cast<size_t>(step) % dev.mtp_layers.size()];
+    layer.attention.truncate(position,
+                             weights_.config.indexer ? weights_.config.indexer->compress_ratio : 0);
+    return mtp_rows(state, previous_residual.data(), tokens, position, step, false, nullptr);
+}
+
+MtpResult CudaModel::mtp_rows(SequenceState& state, const float* residuals,
+                              std::span<const int32_t> tokens, int64_t first_position,
+                              int64_t step, bool all_logits, ForwardTrace* trace) {
+    const q4::Config& c = weights_.config;
+    const DeviceMtpWeights& mtp = *device_->mtp;
+    const int64_t h = c.hidden_size;
+    const int64_t width = c.hc_width();
+    const auto n_rows = static_cast<int64_t>(tokens.size());
+    const size_t layer_index = static_cast<size_t>(step) % mtp.layers.size();
+    DeviceSequence& dev = device_state(state);
+    DeviceContext ctx = context(trace, "mtp.");
+
+    // ê, fe, ĥ and U = fc_hidden(ĥ_s) + fe per stream (§6.3).
+    DeviceScratch<int32_t> d_tokens(static_cast<size_t>(n_rows), stream_);
+    CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(d_tokens.data(), tokens.data(),
+                                         tokens.size() * sizeof(int32_t), cudaMemcpyHostToDevice,
+                                         stream_));
+    DeviceScratch<float> replicated(static_cast<size_t>(n_rows * h), stream_);
+    DeviceScratch<float> e_hat(static_cast<size_t>(n_rows * h), stream_);
+    embed_kernel<<<static_cast<unsigned>(n_rows), 256, 0, stream_>>>(
+        mtp.embed, d_tokens.data(), 1, replicated.data(), e_hat.data());
+    CHERENKOV_CUDA_CHECK(cudaGetLastError());
+    rms_norm_rows(e_hat.data(), mtp.pre_fc_norm_embedding, n_rows, h, h, ctx.eps(), e_hat.data(),
+                  stream_);
+    ctx.record("e_hat", e_hat.data(), n_rows * h);
+    DeviceScratch<float> fe(static_cast<size_t>(n_rows * h), stream_);
+    linear_apply(mtp.fc_embedding, e_hat.data(), n_rows, fe.data(), stream_);
+    ctx.record("fe", fe.data(), n_rows * h);
+    DeviceScratch<float> h_hat(static_cast<size_t>(n_rows * width), stream_);
+    CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(h_hat.data(), residuals,
+                                         static_cast<size_t>(n_rows * width) * sizeof(float),
+                                         cudaMemcpyHostToDevice, stream_));
+    rms_norm_rows(h_hat.data(), mtp.pre_fc_norm_hidden, n_rows, width, width, ctx.eps(),
+                  h_hat.data(), stream_);
+    ctx.record("h_hat", h_hat.data(), n_rows * width);
+    DeviceScratch<float> x(static_cast<size_t>(n_rows * width), stream_);
+    linear_apply(mtp.fc_hidden, h_hat.data(), n_rows * c.hc_count, x.data(), stream_);
+    add_per_stream_kernel<<<elementwise_blocks(n_rows * width), 256, 0, stream_>>>(
+        x.data(), fe.data(), n_rows, c.hc_count, h);
+    CHERENKOV_CUDA_CHECK(cudaGetLastError());
+    ctx.record("U", x.data(), n_rows * width);
+
+    experts_.begin_step();
+    ctx.trace_prefix = "mtp.layer.";
+    decoder_layer(mtp.layers[layer_index], nullptr, dev.mtp_layers[layer_index], nullptr, x.data(),
+                  n_rows, first_position, ctx);
+    experts_.end_step();
+    if (trace != nullptr) {
+        ctx.trace_prefix.clear();
+        ctx.record("mtp.r_prime", x.data(), n_rows * width);
+    }
+
+    MtpResult result;
+    const int64_t first = all_logits ? 0 : n_rows - 1;
+    result.n_logit_rows = n_rows - first;
+    result.logits = head(mtp.mixer, mtp.lm_head, x.data() + first * width, result.n_logit_rows,
+                         trace, "mtp.mixer_out");
+    result.last_residual.resize(static_cast<size_t>(width));
+    download(result.last_residual.data(), x.data() + (n_rows - 1) * width, width);
+    return result;
+}
+
+nlohmann::json CudaModel::backend_stats() const {
+    size_t free_bytes = 0;
+    size_t total_bytes = 0;
+    cudaMemGetInfo(&free_bytes, &total_bytes);
+    nlohmann::json stats;
+    stats["device"] = device_name_;
+    stats["device_total_bytes"] = total_bytes;
+    stats["device_free_bytes"] = free_bytes;
+    stats["device_weights_bytes"] = device_->bytes();
+    stats["device_expert_pool_bytes"] = pool_->bytes();
+    stats["device_expert_pool"] = pool_description_;
+    const DeviceExpertPoolCounters counters = pool_->counters();
+    stats["device_expert_hits"] = counters.hits;
+    stats["device_expert_uploads"] = counters.uploads;
+    stats["device_expert_upload_bytes"] = counters.bytes_uploaded;
+    stats["device_expert_evictions"] = counters.evictions;
+    const uint64_t uses = counters.hits + counters.uploads;
+    stats["device_expert_hit_rate"] =
+        uses > 0 ? static_cast<double>(counters.hits) / static_cast<double>(uses) : 0.0;
+    return stats;
+}
+
+}  // namespace
+
+std::unique_ptr<ModelBackend> make_cuda_model(const ModelWeights& weights, ExpertSource& experts,
+                                              const CudaModelOptions& options) {
+    return std::make_unique<CudaModel>(weights, experts, options);
+}
+
+}  // namespace cherenkov::engine::cuda

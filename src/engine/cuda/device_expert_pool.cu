@@ -1,0 +1,316 @@
+// DeviceExpertPool (device_expert_pool.h): slot bookkeeping on the host, copies on a private
+// stream, fences by CUDA events. Release events come from a ring: a slot remembers the ring
+// entry recorded after its last readers; should that entry be recorded again later (64 releases
+// on), waiting on it waits for later compute-stream work, which is conservative, never unsafe.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <array>
+#include <string>
+
+#include "base/error.h"
+#include "engine/cuda/cuda_check.cuh"
+#include "engine/cuda/device_expert_pool.h"
+
+namespace cherenkov::engine::cuda {
+
+namespace {
+
+constexpr int kMaxBits = 8;  // key = record · (kMaxBits + 1) + bits
+constexpr int kReleaseRing = 64;
+
+}  // namespace
+
+struct DeviceExpertPool::Impl {
+    cudaStream_t compute = nullptr;
+    cudaStream_t copy = nullptr;
+    cudaEvent_t copy_done = nullptr;
+    std::array<cudaEvent_t, kReleaseRing> release{};
+    int next_release = 0;
+    std::byte* memory = nullptr;  // [n_slots, slot_bytes]
+    void* staging = nullptr;      // pinned host
+    size_t staging_bytes = 0;
+
+    ~Impl() {
+        // Never throws: pending copies finish before the memory goes.
+        if (copy != nullptr) cudaStreamSynchronize(copy);
+        if (staging != nullptr) cudaFreeHost(staging);
+        if (memory != nullptr) cudaFree(memory);
+        for (cudaEvent_t e : release) {
+            if (e != nullptr) cudaEventDestroy(e);
+        }
+        if (copy_done != nullptr) cudaEventDestroy(copy_done);
+        if (copy != nullptr) cudaStreamDestroy(copy);
+    }
+};
+
+DeviceExpertPool::DeviceExpertPool(const store::ExpertLayout& layout, int64_t n_slots,
+                                   void* compute_stream, int max_bits)
+    : layout_(layout),
+      n_slots_(n_slots),
+      max_bits_(max_bits > layout.bits ? max_bits : layout.bits),
+      impl_(std::make_unique<Impl>()) {
+    if (n_slots < 1 || n_slots > (int64_t{1} << 30)) {
+        throw_invalid("[device_expert_pool] n_slots " + std::to_string(n_slots) +
+                      " (expected at least 1)");
+    }
+    if (max_bits_ > kMaxBits) {
+        throw_invalid("[device_expert_pool] bits " + std::to_string(max_bits_));
+    }
+    slot_bytes_ = slot_bytes_for(layout, max_bits);
+    impl_->compute = static_cast<cudaStream_t>(compute_stream);
+    CHERENKOV_CUDA_CHECK(cudaStreamCreateWithFlags(&impl_->copy, cudaStreamNonBlocking));
+    CHERENKOV_CUDA_CHECK(cudaEventCreateWithFlags(&impl_->copy_done, cudaEventDisableTiming));
+    for (cudaEvent_t& e : impl_->release) {
+        CHERENKOV_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    }
+    void* memory = nullptr;
+    const cudaError_t status = cudaMalloc(&memory, bytes());
+    if (status != cudaSuccess) {
+        throw_internal("[device_expert_pool] cudaMalloc of " + std::to_string(n_slots) + " × " +
+                       std::to_string(slot_bytes_) + " bytes: " + cudaGetErrorString(status));
+    }
+    impl_->memory = static_cast<std::byte*>(memory);
+    slots_.resize(static_cast<size_t>(n_slots));
+    slot_of_key_.assign(layout.n_records() * (kMaxBits + 1), -1);
+    layout_by_bits_.resize(kMaxBits + 1);
+    has_layout_.assign(kMaxBits + 1, false);
+}
+
+DeviceExpertPool::~DeviceExpertPool() = default;
+
+int64_t DeviceExpertPool::key_of(int64_t layer, int32_t expert, int bits) const {
+    if (layer < 0 || layer >= layout_.n_layers() || expert < 0 || expert >= layout_.n_experts ||
+        bits < 1 || bits > kMaxBits) {
+        throw_invalid("[device_expert_pool] no record (layer " + std::to_string(layer) +
+                      ", expert " + std::to_string(expert) + ", " + std::to_string(bits) +
+                      " bits)");
+    }
+    return static_cast<int64_t>(layout_.record_index(layer, expert)) * (kMaxBits + 1) + bits;
+}
+
+const store::ExpertLayout& DeviceExpertPool::layout_for(int bits) {
+    const auto b = static_cast<size_t>(bits);
+    if (!has_layout_[b]) {
+        layout_by_bits_[b] = bits == layout_.bits ? layout_
+                                                  : store::make_expert_layout(
+                                                        layout_.hidden, layout_.intermediate, bits,
+                                                        layout_.group_size, layout_.n_trunk_layers,
+                                                        layout_.n_mtp_layers, layout_.n_experts);
+        has_layout_[b] = true;
+    }
+    return layout_by_bits_[b];
+}
+
+DeviceExpert DeviceExpertPool::view_of(int32_t slot, int bits) {
+    const store::ExpertLayout& l = layout_for(bits);
+    const std::byte* base = impl_->memory + static_cast<uint64_t>(slot) * slot_bytes_;
+    const auto codes = [&](const store::ByteRange& r) {
+        return reinterpret_cast<const uint8_t*>(base + r.offset);
+    };
+    const auto halves = [&](const store::ByteRange& r) {
+        return reinterpret_cast<const uint16_t*>(base + r.offset);
+    };
+    DeviceExpert e;
+    e.slot = slot;
+    e.shape = ExpertShape{static_cast<int64_t>(l.hidden), static_cast<int64_t>(l.intermediate),
+                          bits, l.group_size};
+    e.address = ExpertAddress{codes(l.gate.codes), halves(l.gate.scales), halves(l.gate.biases),
+                              codes(l.up.codes),   halves(l.up.scales),   halves(l.up.biases),
+                              codes(l.down.codes), halves(l.down.scales), halves(l.down.biases)};
+    return e;
+}
+
+void DeviceExpertPool::lru_unlink(int32_t slot) {
+    Slot& s = slots_[static_cast<size_t>(slot)];
+    if (s.older >= 0) slots_[static_cast<size_t>(s.older)].newer = s.newer;
+    if (s.newer >= 0) slots_[static_cast<size_t>(s.newer)].older = s.older;
+    if (oldest_ == slot) oldest_ = s.newer;
+    if (newest_ == slot) newest_ = s.older;
+    s.older = -1;
+    s.newer = -1;
+}
+
+void DeviceExpertPool::lru_push_newest(int32_t slot) {
+    Slot& s = slots_[static_cast<size_t>(slot)];
+    s.older = newest_;
+    s.newer = -1;
+    if (newest_ >= 0) slots_[static_cast<size_t>(newest_)].newer = slot;
+    newest_ = slot;
+    if (oldest_ < 0) oldest_ = slot;
+}
+
+// A never-used slot, else the least recently used unpinned one (unlinked, key cleared).
+int32_t DeviceExpertPool::take_victim() {
+    if (n_used_ < n_slots_) return n_used_++;
+    for (int32_t slot = oldest_; slot >= 0; slot = slots_[static_cast<size_t>(slot)].newer) {
+        Slot& s = slots_[static_cast<size_t>(slot)];
+        if (s.pins > 0) continue;
+        lru_unlink(slot);
+        if (s.key >= 0) {  // -1: an earlier upload into it failed
+            slot_of_key_[static_cast<size_t>(s.key)] = -1;
+            s.key = -1;
+            ++counters_.evictions;
+        }
+        return slot;
+    }
+    throw Error(ErrorKind::ResourceExhausted, "[device_expert_pool] all " +
+                                                  std::to_string(n_slots_) +
+                                                  " slots are pinned by the layer in flight");
+}
+
+void DeviceExpertPool::upload(int32_t slot, const ExpertWeights& weights) {
+    const store::ExpertLayout& l = layout_for(weights.bits);
+    Slot& s = slots_[static_cast<size_t>(slot)];
+    // The copy waits for the kernels that last read this slot.
+    if (s.release >= 0) {
+        CHERENKOV_CUDA_CHECK(
+            cudaStreamWaitEvent(impl_->copy, impl_->release[static_cast<size_t>(s.release)], 0));
+    }
+    std::byte* base = impl_->memory + static_cast<uint64_t>(slot) * slot_bytes_;
+    const uint64_t used = l.down.biases.end();
+    const auto* host = reinterpret_cast<const std::byte*>(weights.gate.codes) - l.gate.codes.offset;
+    const auto at = [&](const void* p, const store::ByteRange& r) {
+        return static_cast<const std::byte*>(p) == host + r.offset;
+    };
+    const bool contiguous =
+        at(weights.gate.codes, l.gate.codes) && at(weights.gate.scales, l.gate.scales) &&
+        at(weights.gate.biases, l.gate.biases) && at(weights.up.codes, l.up.codes) &&
+        at(weights.up.scales, l.up.scales) && at(weights.up.biases, l.up.biases) &&
+        at(weights.down.codes, l.down.codes) && at(weights.down.scales, l.down.scales) &&
+        at(weights.down.biases, l.down.biases);
+    if (contiguous) {  // the usual case: one record, one copy
+        CHERENKOV_CUDA_CHECK(
+            cudaMemcpyAsync(base, host, used, cudaMemcpyHostToDevice, impl_->copy));
+    } else {  // views from elsewhere: each part to its offset in the slot
+        const auto part = [&](const void* src, const store::ByteRange& r) {
+            CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(base + r.offset, src, r.n_bytes,
+                                                 cudaMemcpyHostToDevice, impl_->copy));
+        };
+        for (const auto& [m, p] : {std::pair{&weights.gate, &l.gate}, std::pair{&weights.up, &l.up},
+                                   std::pair{&weights.down, &l.down}}) {
+            part(m->codes, p->codes);
+            part(m->scales, p->scales);
+            part(m->biases, p->biases);
+        }
+    }
+    CHERENKOV_CUDA_CHECK(cudaEventRecord(impl_->copy_done, impl_->copy));
+    CHERENKOV_CUDA_CHECK(cudaStreamWaitEvent(impl_->compute, impl_->copy_done, 0));
+    ++counters_.uploads;
+    counters_.bytes_uploaded += used;
+}
+
+DeviceExpert DeviceExpertPool::acquire(int64_t layer, int32_t expert,
+                                       const ExpertWeights& weights) {
+    if (weights.bits > max_bits_ || !affine_gemv_supports(weights.bits, layout_.group_size)) {
+        throw_invalid("[device_expert_pool] a " + std::to_string(weights.bits) +
+                      "-bit record does not fit slots of " + std::to_string(max_bits_) + " bits");
+    }
+    const int64_t key = key_of(layer, expert, weights.bits);
+    int32_t slot = slot_of_key_[static_cast<size_t>(key)];
+    if (slot >= 0) {
+        ++counters_.hits;
+        lru_unlink(slot);
+        lru_push_newest(slot);
+    } else {
+        slot = take_victim();
+        lru_push_newest(slot);  // keyless until the copy is queued
+        upload(slot, weights);
+        slots_[static_cast<size_t>(slot)].key = key;
+        slot_of_key_[static_cast<size_t>(key)] = slot;
+    }
+    Slot& s = slots_[static_cast<size_t>(slot)];
+    if (s.pins++ == 0) pinned_.push_back(slot);
+    return view_of(slot, weights.bits);
+}
+
+std::optional<DeviceExpert> DeviceExpertPool::acquire_resident(int64_t layer, int32_t expert,
+                                                               int bits) {
+    if (bits > max_bits_) return std::nullopt;
+    const int64_t key = key_of(layer, expert, bits);
+    const int32_t slot = slot_of_key_[static_cast<size_t>(key)];
+    if (slot < 0) return std::nullopt;
+    ++counters_.hits;
+    lru_unlink(slot);
+    lru_push_newest(slot);
+    Slot& s = slots_[static_cast<size_t>(slot)];
+    if (s.pins++ == 0) pinned_.push_back(slot);
+    return view_of(slot, bits);
+}
+
+void DeviceExpertPool::release_pinned() {
+    if (pinned_.empty()) return;
+    const int index = impl_->next_release;
+    impl_->next_release = (index + 1) % kReleaseRing;
+    CHERENKOV_CUDA_CHECK(
+        cudaEventRecord(impl_->release[static_cast<size_t>(index)], impl_->compute));
+    for (int32_t slot : pinned_) {
+        Slot& s = slots_[static_cast<size_t>(slot)];
+        s.release = index;
+        s.pins = 0;
+    }
+    pinned_.clear();
+}
+
+void DeviceExpertPool::wait_host_copies() {
+    CHERENKOV_CUDA_CHECK(cudaStreamSynchronize(impl_->copy));
+}
+
+void DeviceExpertPool::finish_batch() noexcept {
+    cudaStreamSynchronize(impl_->copy);
+    if (pinned_.empty()) return;
+    // Record the release event as release_pinned() does; on failure fall back to waiting for
+    // the compute stream so that no later copy can overtake a reader.
+    const int index = impl_->next_release;
+    impl_->next_release = (index + 1) % kReleaseRing;
+    if (cudaEventRecord(impl_->release[static_cast<size_t>(index)], impl_->compute) !=
+        cudaSuccess) {
+        cudaStreamSynchronize(impl_->compute);
+    }
+    for (int32_t slot : pinned_) {
+        Slot& s = slots_[static_cast<size_t>(slot)];
+        s.release = index;
+        s.pins = 0;
+    }
+    pinned_.clear();
+}
+
+void* DeviceExpertPool::host_staging(size_t bytes) {
+    if (bytes <= impl_->staging_bytes) return impl_->staging;
+    // Copies queued on the compute stream may still read the old buffer.
+    CHERENKOV_CUDA_CHECK(cudaStreamSynchronize(impl_->compute));
+    if (impl_->staging != nullptr) {
+        CHERENKOV_CUDA_CHECK(cudaFreeHost(impl_->staging));
+        impl_->staging = nullptr;
+        impl_->staging_bytes = 0;
+    }
+    const size_t size = std::max<size_t>(bytes, 64 << 10);
+    CHERENKOV_CUDA_CHECK(cudaMallocHost(&impl_->staging, size));
+    impl_->staging_bytes = size;
+    return impl_->staging;
+}
+
+void* DeviceExpertPool::compute_stream() const {
+    return impl_->compute;
+}
+
+int32_t DeviceExpertPool::slot_of(int64_t layer, int32_t expert, int bits) const {
+    return slot_of_key_[static_cast<size_t>(key_of(layer, expert, bits))];
+}
+
+bool DeviceExpertPool::pinned(int32_t slot) const {
+    CHERENKOV_ASSERT(slot >= 0 && slot < n_slots_, "slot in range");
+    return slots_[static_cast<size_t>(slot)].pins > 0;
+}
+
+std::vector<std::byte> DeviceExpertPool::read_slot(int32_t slot) const {
+    CHERENKOV_ASSERT(slot >= 0 && slot < n_slots_, "slot in range");
+    std::vector<std::byte> out(slot_bytes_);
+    CHERENKOV_CUDA_CHECK(cudaDeviceSynchronize());
+    CHERENKOV_CUDA_CHECK(cudaMemcpy(out.data(),
+                                    impl_->memory + static_cast<uint64_t>(slot) * slot_bytes_,
+                                    slot_bytes_, cudaMemcpyDeviceToHost));
+    return out;
+}
+
+}  // namespace cherenkov::engine::cuda

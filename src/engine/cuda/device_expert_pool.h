@@ -1,0 +1,159 @@
+// Device-memory slots for routed-expert records (issue 9, "Expert pool"): one allocation of
+// n_slots × slot_bytes, each slot holding one record keyed by (table layer, expert, bits), laid
+// out as store::make_expert_layout says for its bits (so the store's part offsets apply inside a
+// slot). LRU replacement; slots acquired for the layer in flight stay pinned until released.
+// A private copy stream fills slots from the host record (owned by the host ExpertSource's batch)
+// and CUDA events fence reuse both ways: the compute stream waits for a slot's copy before any
+// later kernel, and a copy into a slot waits for the kernels that last read it.
+// Plain C++ (no CUDA types): built from device_expert_pool.cu with CUDA, or from
+// device_expert_pool_unavailable.cpp without it, where construction throws Unsupported.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "engine/cuda/affine_gemv.h"
+#include "engine/experts/expert_source.h"
+#include "store/manifest/record_layout.h"
+
+namespace cherenkov::engine::cuda {
+
+struct DeviceExpertPoolCounters {
+    uint64_t hits = 0;            // acquire() found the record resident
+    uint64_t uploads = 0;         // acquire() copied the record in
+    uint64_t bytes_uploaded = 0;  // host → device bytes of those copies
+    uint64_t evictions = 0;       // uploads that replaced another record
+};
+
+// One resident expert: device addresses of its three matrices (valid while the slot is pinned)
+// and the shape to launch with.
+struct DeviceExpert {
+    ExpertAddress address{};
+    ExpertShape shape;
+    int32_t slot = -1;
+
+    DeviceAffineMatrix gate() const {
+        return {shape.intermediate, shape.hidden,        shape.bits,         shape.group_size,
+                address.gate_codes, address.gate_scales, address.gate_biases};
+    }
+    DeviceAffineMatrix up() const {
+        return {shape.intermediate, shape.hidden,      shape.bits,       shape.group_size,
+                address.up_codes,   address.up_scales, address.up_biases};
+    }
+    DeviceAffineMatrix down() const {
+        return {shape.hidden,       shape.intermediate,  shape.bits,         shape.group_size,
+                address.down_codes, address.down_scales, address.down_biases};
+    }
+};
+
+class DeviceExpertPool {
+public:
+    // Slots hold records of `layout`'s shapes at up to max(layout.bits, max_bits) bits (max_bits
+    // > layout.bits only for a miss precision above the resident one). compute_stream: the
+    // cudaStream_t the kernels reading the slots run on (nullptr: the legacy default stream).
+    // Throws InvalidInput for n_slots < 1 and the runtime's error (naming the size) when the
+    // allocation fails.
+    DeviceExpertPool(const store::ExpertLayout& layout, int64_t n_slots, void* compute_stream,
+                     int max_bits = 0);
+    ~DeviceExpertPool();
+    DeviceExpertPool(const DeviceExpertPool&) = delete;
+    DeviceExpertPool& operator=(const DeviceExpertPool&) = delete;
+
+    // Bytes of one slot: the used bytes of a record at the largest bits, rounded up to 256
+    // (records' 4096-byte tail padding is not copied).
+    static uint64_t slot_bytes_for(const store::ExpertLayout& layout, int max_bits = 0) {
+        const int bits = max_bits > layout.bits ? max_bits : layout.bits;
+        const store::ExpertLayout at =
+            store::make_expert_layout(layout.hidden, layout.intermediate, bits, layout.group_size,
+                                      layout.n_trunk_layers, layout.n_mtp_layers, layout.n_experts);
+        return store::align_up(at.down.biases.end(), 256);
+    }
+    // Slots that fit in `bytes` of device memory (the caller decides the budget).
+    static int64_t slots_for_bytes(const store::ExpertLayout& layout, uint64_t bytes,
+                                   int max_bits = 0) {
+        return static_cast<int64_t>(bytes / slot_bytes_for(layout, max_bits));
+    }
+
+    // Makes (table layer, expert, weights.bits) resident and pins its slot: a hit, or a copy of
+    // the host record `weights` views queued on the copy stream (evicting the least recently
+    // used unpinned slot), after which the compute stream waits for the copy before any work
+    // queued later. The host record must stay alive until wait_host_copies() or finish_batch().
+    // Throws ResourceExhausted when every slot is pinned, InvalidInput for unsupported bits.
+    DeviceExpert acquire(int64_t layer, int32_t expert, const ExpertWeights& weights);
+
+    // The resident record of (layer, expert, bits), pinned, as acquire() would return it on a
+    // hit; nullopt when it is not resident (nothing is counted then: the later acquire() with
+    // the host record counts the upload). Lets the caller skip host fetches of resident experts.
+    std::optional<DeviceExpert> acquire_resident(int64_t layer, int32_t expert, int bits);
+    bool resident(int64_t layer, int32_t expert, int bits) const {
+        return slot_of(layer, expert, bits) >= 0;
+    }
+
+    // Call after queuing (on the compute stream) every kernel that reads the slots pinned since
+    // the last release: records one event there, which later copies into those slots wait for,
+    // and unpins them.
+    void release_pinned();
+
+    // Blocks until every copy out of host memory queued so far has completed.
+    void wait_host_copies();
+    // For scope guards around a host ExpertBatch: wait_host_copies() and release_pinned(), never
+    // throwing (errors are left for the next checked call).
+    void finish_batch() noexcept;
+
+    // Pinned host memory of at least `bytes` for one MoE call's staging (the routing read-back,
+    // address tables, index lists); grows (after synchronizing the compute stream) when too small.
+    // Valid until the next call; the caller may only write it where no queued copy still reads.
+    void* host_staging(size_t bytes);
+
+    void* compute_stream() const;  // the stream given at construction
+    int64_t n_slots() const { return n_slots_; }
+    uint64_t slot_bytes() const { return slot_bytes_; }
+    uint64_t bytes() const { return static_cast<uint64_t>(n_slots_) * slot_bytes_; }
+    const store::ExpertLayout& layout() const { return layout_; }
+    DeviceExpertPoolCounters counters() const { return counters_; }
+
+    // Introspection for tests: the slot holding (layer, expert, bits) or -1; whether a slot is
+    // pinned; a slot's bytes (synchronizes the device).
+    int32_t slot_of(int64_t layer, int32_t expert, int bits) const;
+    bool pinned(int32_t slot) const;
+    std::vector<std::byte> read_slot(int32_t slot) const;
+
+private:
+    struct Impl;  // streams, events, device memory
+
+    struct Slot {
+        int64_t key = -1;  // record_index · 9 + bits, or -1: free
+        uint32_t pins = 0;
+        int32_t release = -1;  // release event (Impl's ring) after the last kernels reading it
+        int32_t older = -1;    // LRU list: towards the least recently used end
+        int32_t newer = -1;
+    };
+
+    int64_t key_of(int64_t layer, int32_t expert, int bits) const;
+    const store::ExpertLayout& layout_for(int bits);
+    DeviceExpert view_of(int32_t slot, int bits);
+    int32_t take_victim();
+    void lru_unlink(int32_t slot);
+    void lru_push_newest(int32_t slot);
+    void upload(int32_t slot, const ExpertWeights& weights);
+
+    store::ExpertLayout layout_;
+    int64_t n_slots_ = 0;
+    uint64_t slot_bytes_ = 0;
+    int max_bits_ = 0;
+    std::unique_ptr<Impl> impl_;
+    std::vector<Slot> slots_;
+    std::vector<int32_t> slot_of_key_;                 // [n_records · 9], -1: not resident
+    std::vector<int32_t> pinned_;                      // slots pinned since the last release
+    std::vector<store::ExpertLayout> layout_by_bits_;  // [9], computed on first use
+    std::vector<bool> has_layout_;                     // [9]
+    int32_t oldest_ = -1;
+    int32_t newest_ = -1;
+    int32_t n_used_ = 0;  // slots [0, n_used_) have held a record; the rest are free
+    DeviceExpertPoolCounters counters_;
+};
+
+}  // namespace cherenkov::engine::cuda

@@ -1,0 +1,79 @@
+// Norms, the hyper-connection combine and trace capture for the CUDA forward pass
+// (device_layers.cuh), matching engine/model/ops.cpp.
+#include <vector>
+
+#include "engine/cuda/device_layers.cuh"
+#include "engine/cuda/device_math.cuh"
+
+namespace cherenkov::engine::cuda {
+namespace {
+
+constexpr int kNormThreads = 256;
+
+// One block per (row, group): y = x / sqrt(mean(x²) + eps) · w.
+__global__ void rms_norm_kernel(const float* x, const float* w, int64_t n, int64_t group,
+                                float eps, float* y) {
+    __shared__ float partial[32];
+    const int64_t row = blockIdx.x;
+    const int64_t start = row * n + static_cast<int64_t>(blockIdx.y) * group;
+    const float* xr = x + start;
+    float sum = 0.0F;
+    for (int64_t i = threadIdx.x; i < group; i += blockDim.x) sum += xr[i] * xr[i];
+    sum = block_sum(sum, partial);
+    const float inv = 1.0F / sqrtf(sum / static_cast<float>(group) + eps);
+    const float* wr = w != nullptr ? w + static_cast<int64_t>(blockIdx.y) * group : nullptr;
+    float* yr = y + start;
+    for (int64_t i = threadIdx.x; i < group; i += blockDim.x) {
+        yr[i] = xr[i] * inv * (wr != nullptr ? wr[i] : 1.0F);
+    }
+}
+
+__global__ void combine_kernel(float* x, const float* inject, const float* y, int64_t n_rows,
+                               int64_t n_streams, int64_t hidden) {
+    const int64_t total = n_rows * n_streams * hidden;
+    for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+         i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+        const int64_t d = i % hidden;
+        const int64_t ts = i / hidden;  // t·C + s
+        const int64_t t = ts / n_streams;
+        x[i] += inject[ts] * y[t * hidden + d];
+    }
+}
+
+}  // namespace
+
+int elementwise_blocks(int64_t n) {
+    const int64_t blocks = (n + 255) / 256;
+    return static_cast<int>(blocks < 4096 ? (blocks > 0 ? blocks : 1) : 4096);
+}
+
+void rms_norm_rows(const float* x, const float* w, int64_t n_rows, int64_t n, int64_t group,
+                   float eps, float* y, cudaStream_t stream) {
+    if (n_rows == 0) return;
+    if (group <= 0 || n % group != 0) {
+        throw_internal("[rms_norm_rows] width " + std::to_string(n) +
+                       " is not a multiple of the group " + std::to_string(group));
+    }
+    const dim3 grid(static_cast<unsigned>(n_rows), static_cast<unsigned>(n / group));
+    rms_norm_kernel<<<grid, kNormThreads, 0, stream>>>(x, w, n, group, eps, y);
+    CHERENKOV_CUDA_CHECK(cudaGetLastError());
+}
+
+void hyper_connection_combine(float* x, const float* inject, const float* y, int64_t n_rows,
+                              int64_t n_streams, int64_t hidden, cudaStream_t stream) {
+    if (n_rows == 0) return;
+    combine_kernel<<<elementwise_blocks(n_rows * n_streams * hidden), 256, 0, stream>>>(
+        x, inject, y, n_rows, n_streams, hidden);
+    CHERENKOV_CUDA_CHECK(cudaGetLastError());
+}
+
+void DeviceContext::record(const char* name, const float* device_data, int64_t n) const {
+    if (trace == nullptr) return;
+    std::vector<float> host(static_cast<size_t>(n));
+    CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(host.data(), device_data, host.size() * sizeof(float),
+                                         cudaMemcpyDeviceToHost, stream));
+    CHERENKOV_CUDA_CHECK(cudaStreamSynchronize(stream));
+    trace->record(trace_prefix + name, host.data(), n);
+}
+
+}  // namespace cherenkov::engine::cuda

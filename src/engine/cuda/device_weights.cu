@@ -1,0 +1,162 @@
+// Uploads dense.bin once and translates ModelWeights' host views into it (device_weights.h).
+#include "engine/cuda/device_weights.h"
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "base/error.h"
+
+namespace cherenkov::engine::cuda {
+namespace {
+
+// Maps host pointers inside one mapped file to the same offsets in its device copy.
+class Translator {
+public:
+    Translator(const void* host_base, uint64_t n_bytes, const void* device_base)
+        : host_(static_cast<const std::byte*>(host_base)),
+          n_bytes_(n_bytes),
+          device_(static_cast<const std::byte*>(device_base)) {}
+
+    template <typename T>
+    const T* operator()(const T* host, const char* what) const {
+        if (host == nullptr) return nullptr;
+        const auto* p = reinterpret_cast<const std::byte*>(host);
+        if (p < host_ || p >= host_ + n_bytes_) {
+            throw_internal(std::string("[upload_model_weights] ") + what +
+                           " does not point into dense.bin");
+        }
+        return reinterpret_cast<const T*>(device_ + (p - host_));
+    }
+
+private:
+    const std::byte* host_;
+    uint64_t n_bytes_;
+    const std::byte* device_;
+};
+
+DeviceLinear linear(const Linear& l, const Translator& t) {
+    DeviceLinear d;
+    d.quantized = l.quantized;
+    d.rows = l.out_features();
+    d.cols = l.in_features();
+    if (l.quantized) {
+        d.affine.rows = l.affine.rows;
+        d.affine.cols = l.affine.cols;
+        d.affine.bits = l.affine.bits;
+        d.affine.group_size = l.affine.group_size;
+        d.affine.codes = t(l.affine.codes, "affine codes");
+        d.affine.scales = t(l.affine.scales, "affine scales");
+        d.affine.biases = t(l.affine.biases, "affine biases");
+    } else {
+        d.dense = t(l.dense.data, "float32 weight");
+    }
+    d.bias = t(l.bias, "bias");
+    return d;
+}
+
+DeviceHyperConnectionWeights hyper_connection(const HyperConnectionWeights& w, const Translator& t) {
+    DeviceHyperConnectionWeights d;
+    d.norm = t(w.norm, "hc norm");
+    d.down = linear(w.down, t);
+    d.up = linear(w.up, t);
+    d.has_inject = w.inject.has_value();
+    if (w.inject) d.inject = linear(*w.inject, t);
+    return d;
+}
+
+DeviceMoeWeights moe(const MoeWeights& w, const Translator& t) {
+    DeviceMoeWeights d;
+    d.router = linear(w.router, t);
+    d.shared_gate = linear(w.shared_gate, t);
+    d.shared_up = linear(w.shared_up, t);
+    d.shared_down = linear(w.shared_down, t);
+    d.shared_expert_gate = linear(w.shared_expert_gate, t);
+    d.table_layer = w.table_layer;
+    return d;
+}
+
+DeviceLayerWeights layer(const LayerWeights& w, const Translator& t) {
+    DeviceLayerWeights d;
+    d.attn_hc = hyper_connection(w.attn_hc, t);
+    d.mlp_hc = hyper_connection(w.mlp_hc, t);
+    if (w.gdn) {
+        const GatedDeltaNetWeights& g = *w.gdn;
+        DeviceGatedDeltaNetWeights dg;
+        dg.in_qkv = linear(g.in_qkv, t);
+        dg.in_z = linear(g.in_z, t);
+        dg.in_b = linear(g.in_b, t);
+        dg.in_a = linear(g.in_a, t);
+        dg.out = linear(g.out, t);
+        dg.conv = t(g.conv, "gdn conv");
+        dg.dt_bias = t(g.dt_bias, "gdn dt_bias");
+        dg.a_log = t(g.a_log, "gdn A_log");
+        dg.norm = t(g.norm, "gdn norm");
+        d.gdn = dg;
+    }
+    if (w.qsa) {
+        const SparseAttentionWeights& a = *w.qsa;
+        DeviceSparseAttentionWeights da;
+        da.q = linear(a.q, t);
+        da.k = linear(a.k, t);
+        da.v = linear(a.v, t);
+        da.o = linear(a.o, t);
+        da.q_norm = t(a.q_norm, "q_norm");
+        da.k_norm = t(a.k_norm, "k_norm");
+        da.has_indexer = a.has_indexer;
+        if (a.has_indexer) {
+            da.index_qk = linear(a.index_qk, t);
+            da.index_q_norm = t(a.index_q_norm, "indexer q norm");
+            da.index_k_norm = t(a.index_k_norm, "indexer k norm");
+        }
+        d.qsa = da;
+    }
+    d.moe = moe(w.moe, t);
+    if (w.ple) {
+        const PleWeights& p = *w.ple;
+        DevicePleWeights dp;
+        dp.key = linear(p.key, t);
+        dp.value = linear(p.value, t);
+        dp.norm_key = t(p.norm_key, "ple norm_key");
+        dp.norm_query = t(p.norm_query, "ple norm_query");
+        dp.norm_conv = t(p.norm_conv, "ple norm_conv");
+        dp.conv = t(p.conv, "ple conv");
+        d.ple = dp;
+    }
+    return d;
+}
+
+}  // namespace
+
+DeviceLinear translate_linear(const Linear& l, const void* host_base, uint64_t n_bytes,
+                              const void* device_base) {
+    return linear(l, Translator(host_base, n_bytes, device_base));
+}
+
+std::unique_ptr<DeviceModelWeights> upload_model_weights(const ModelWeights& weights) {
+    auto d = std::make_unique<DeviceModelWeights>();
+    const std::span<const std::byte> file = weights.dense_file->bytes();
+    d->dense = DeviceBuffer(file.size());
+    d->dense.upload(file.data(), file.size());
+    const Translator t(file.data(), file.size(), d->dense.data());
+    d->embed = linear(weights.embed, t);
+    d->lm_head = linear(weights.lm_head, t);
+    d->final_mixer = hyper_connection(weights.final_mixer, t);
+    for (const LayerWeights& l : weights.layers) d->layers.push_back(layer(l, t));
+    if (weights.mtp) {
+        const MtpWeights& m = *weights.mtp;
+        DeviceMtpWeights dm;
+        dm.pre_fc_norm_embedding = t(m.pre_fc_norm_embedding, "mtp pre_fc_norm_embedding");
+        dm.pre_fc_norm_hidden = t(m.pre_fc_norm_hidden, "mtp pre_fc_norm_hidden");
+        dm.fc_embedding = linear(m.fc_embedding, t);
+        dm.fc_hidden = linear(m.fc_hidden, t);
+        for (const LayerWeights& l : m.layers) dm.layers.push_back(layer(l, t));
+        dm.mixer = hyper_connection(m.mixer, t);
+        dm.embed = linear(m.embed, t);
+        dm.lm_head = linear(m.lm_head, t);
+        d->mtp = std::move(dm);
+    }
+    return d;
+}
+
+}  // namespace cherenkov::engine::cuda

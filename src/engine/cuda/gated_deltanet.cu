@@ -1,0 +1,424 @@
+// Gated DeltaNet on the GPU (spec/qwen4_exp.md §3.5), step for step as the CPU reference
+// engine/model/gated_deltanet.cpp: projections, causal conv + SiLU, q/k l2 norms, the delta-rule
+// recurrence token by token over every row of the call (so per-row snapshots exist and any
+// chunking gives the same result), the gated RMS norm and the out projection. All float32.
+// The recurrence keeps each thread's slice of S [dk, dv] in registers across the rows: a block
+// owns one value head and 32 value columns (one per lane, so state loads are coalesced), its 8
+// warps split the dk key rows, and the sums over dk are combined through shared memory in warp
+// order (fixed, so results are reproducible). Splitting along v keeps the grid wide (Hv·dv/32
+// blocks) without any cross-block synchronization (spec/gpu_design.md §2.2).
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "engine/cuda/cuda_check.cuh"
+#include "engine/cuda/device_buffer.h"
+#include "engine/cuda/device_layers.cuh"
+#include "engine/cuda/device_math.cuh"
+#include "engine/cuda/gated_deltanet_check.h"
+
+namespace cherenkov::engine::cuda {
+namespace {
+
+using model_data::qwen4_exp::GateActivation;
+
+constexpr int kElementwiseThreads = 256;
+constexpr int kCols = 32;        // value columns per recurrence block: lane = column
+constexpr int kKeySplit = 8;     // warps per recurrence block, each owning dk / 8 key rows
+constexpr float kL2Eps = 1e-6F;  // engine::l2_normalize: x / sqrt(Σx² + 1e-6)
+
+unsigned blocks_for(int64_t n, int threads) {
+    return static_cast<unsigned>((n + threads - 1) / threads);
+}
+
+// out[t, ch] = silu(Σ_j w[ch, j] · hist[t + j, ch]) for t < n_rows, ch < conv_dim.
+// hist: [Kc-1 + n_rows, conv_dim]; w: [conv_dim, Kc]; out: [n_rows, conv_dim].
+__global__ void conv_silu_kernel(const float* __restrict__ hist, const float* __restrict__ w,
+                                 int64_t n_rows, int64_t conv_dim, int taps,
+                                 float* __restrict__ out) {
+    const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (index >= n_rows * conv_dim) return;
+    const int64_t t = index / conv_dim;
+    const int64_t ch = index % conv_dim;
+    float sum = 0.0F;
+    for (int j = 0; j < taps; ++j) sum += w[ch * taps + j] * hist[(t + j) * conv_dim + ch];
+    out[index] = silu_f(sum);
+}
+
+// In place on conv [n_rows, conv_dim]: the 2·Hk head vectors of dk values at the start of each
+// row (q heads, then k heads) are l2-normalized; q heads are then scaled by q_scale. One warp per
+// (row = blockIdx.x, head vector = blockIdx.y).
+__global__ void qk_l2_norm_kernel(float* __restrict__ conv, int64_t conv_dim, int64_t n_key_heads,
+                                  int dk, float q_scale) {
+    const int lane = static_cast<int>(threadIdx.x);
+    const int64_t head_vector = blockIdx.y;  // < 2·Hk
+    float* x = conv + static_cast<int64_t>(blockIdx.x) * conv_dim + head_vector * dk;
+    float sum = 0.0F;
+    for (int i = lane; i < dk; i += 32) sum += x[i] * x[i];
+    sum = warp_sum(sum);
+    const float inv = 1.0F / sqrtf(sum + kL2Eps);
+    const bool is_q = head_vector < n_key_heads;
+    for (int i = lane; i < dk; i += 32) {
+        float v = x[i] * inv;
+        if (is_q) v = v * q_scale;
+        x[i] = v;
+    }
+}
+
+struct DeltaRuleParams {
+    const float* conv = nullptr;     // [n_rows, conv_dim]: q, k (normalized), v per row
+    const float* b_raw = nullptr;    // [n_rows, Hv]: in_b output (before the sigmoid)
+    const float* a_raw = nullptr;    // [n_rows, Hv]: in_a output
+    const float* a_log = nullptr;    // [Hv]
+    const float* dt_bias = nullptr;  // [Hv]
+    float* state = nullptr;          // [Hv, dk, dv], updated in place
+    float* heads = nullptr;          // [n_rows, Hv·dv]: o per row
+    float* snapshots = nullptr;      // [n_rows, Hv·dk·dv] or null
+    int64_t n_rows = 0;
+    int64_t conv_dim = 0;
+    int64_t key_dim = 0;  // Hk·dk
+    int64_t n_value_heads = 0;
+    int64_t head_ratio = 0;  // Hv / Hk
+    int64_t dv = 0;
+};
+
+// Grid (Hv, ceil(dv / kCols)), kCols·kKeySplit threads. Thread (warp w, lane c) owns S[i][col]
+// for i in [w·kRows, (w+1)·kRows) and col = blockIdx.y·kCols + c. Per row t, as the CPU does:
+//   S *= g;  u = β·(v − Sᵀk);  S += k ⊗ u;  o = Sᵀq
+// with g = exp(−exp(a_log)·softplus(a + dt_bias)) and β = sigmoid(b).
+template <int kRows>
+__global__ void __launch_bounds__(kCols* kKeySplit) delta_rule_kernel(const DeltaRuleParams p) {
+    constexpr int kDk = kRows * kKeySplit;
+    __shared__ float q_shared[kDk];
+    __shared__ float k_shared[kDk];
+    __shared__ float u_parts[kKeySplit][kCols];
+    __shared__ float o_parts[kKeySplit][kCols];
+
+    const int lane = static_cast<int>(threadIdx.x) % kCols;
+    const int split = static_cast<int>(threadIdx.x) / kCols;
+    const int64_t head = blockIdx.x;
+    const int64_t key_head = head / p.head_ratio;
+    const int64_t col = static_cast<int64_t>(blockIdx.y) * kCols + lane;
+    const bool active = col < p.dv;
+    const int first_key = split * kRows;
+    const int64_t head_size = int64_t{kDk} * p.dv;
+    const int64_t value_dim = p.n_value_heads * p.dv;
+
+    float s[kRows];
+    float* state = p.state + head * head_size;
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+        s[r] = active ? state[(first_key + r) * p.dv + col] : 0.0F;
+    }
+    const float a_scale = expf(p.a_log[head]);
+    const float dt_bias = p.dt_bias[head];
+
+    for (int64_t t = 0; t < p.n_rows; ++t) {
+        const float* row = p.conv + t * p.conv_dim;
+        __syncthreads();  // the previous row is done with q_shared, k_shared and o_parts
+        for (int i = static_cast<int>(threadIdx.x); i < kDk; i += blockDim.x) {
+            q_shared[i] = row[key_head * kDk + i];
+            k_shared[i] = row[p.key_dim + key_head * kDk + i];
+        }
+        __syncthreads();
+
+        const float decay = -a_scale * softplus_f(p.a_raw[t * p.n_value_heads + head] + dt_bias);
+        const float g = expf(decay);
+        const float beta = sigmoid_f(p.b_raw[t * p.n_value_heads + head]);
+
+        float partial = 0.0F;
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+            s[r] *= g;
+            partial += s[r] * k_shared[first_key + r];
+        }
+        u_parts[split][lane] = partial;
+        __syncthreads();
+        float sk = 0.0F;
+#pragma unroll
+        for (int w = 0; w < kKeySplit; ++w) sk += u_parts[w][lane];
+        const float v = active ? row[2 * p.key_dim + head * p.dv + col] : 0.0F;
+        const float u = beta * (v - sk);
+
+        partial = 0.0F;
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+            s[r] += k_shared[first_key + r] * u;
+            partial += s[r] * q_shared[first_key + r];
+        }
+        o_parts[split][lane] = partial;
+        __syncthreads();
+        if (!active) continue;
+        if (split == 0) {
+            float o = 0.0F;
+#pragma unroll
+            for (int w = 0; w < kKeySplit; ++w) o += o_parts[w][lane];
+            p.heads[t * value_dim + head * p.dv + col] = o;
+        }
+        if (p.snapshots != nullptr) {
+            float* snap = p.snapshots + t * p.n_value_heads * head_size + head * head_size;
+#pragma unroll
+            for (int r = 0; r < kRows; ++r) snap[(first_key + r) * p.dv + col] = s[r];
+        }
+    }
+
+    if (!active) return;
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) state[(first_key + r) * p.dv + col] = s[r];
+}
+
+// out[t, m] = hist[(t + 1)·conv_dim + m] for m < (Kc-1)·conv_dim: the conv state after row t.
+__global__ void conv_snapshot_kernel(const float* __restrict__ hist, int64_t n_rows,
+                                     int64_t conv_dim, int64_t state_size,
+                                     float* __restrict__ out) {
+    const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (index >= n_rows * state_size) return;
+    const int64_t t = index / state_size;
+    const int64_t m = index % state_size;
+    out[index] = hist[(t + 1) * conv_dim + m];
+}
+
+// heads[i] *= act(z[i]) over n values (the gate after the per-head RMS norm).
+__global__ void output_gate_kernel(float* __restrict__ heads, const float* __restrict__ z,
+                                   int64_t n, bool sigmoid_gate) {
+    const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (index >= n) return;
+    const float zi = z[index];
+    heads[index] = heads[index] * (sigmoid_gate ? sigmoid_f(zi) : silu_f(zi));
+}
+
+void launch_delta_rule(const DeltaRuleParams& params, int64_t dk, cudaStream_t stream) {
+    const dim3 grid(static_cast<unsigned>(params.n_value_heads), blocks_for(params.dv, kCols));
+    const int threads = kCols * kKeySplit;
+    switch (dk) {
+        case 8: delta_rule_kernel<1><<<grid, threads, 0, stream>>>(params); break;
+        case 16: delta_rule_kernel<2><<<grid, threads, 0, stream>>>(params); break;
+        case 32: delta_rule_kernel<4><<<grid, threads, 0, stream>>>(params); break;
+        case 64: delta_rule_kernel<8><<<grid, threads, 0, stream>>>(params); break;
+        case 128: delta_rule_kernel<16><<<grid, threads, 0, stream>>>(params); break;
+        case 256: delta_rule_kernel<32><<<grid, threads, 0, stream>>>(params); break;
+        default:
+            throw_unsupported("[gated_deltanet] key head dim " + std::to_string(dk) +
+                              " (supported: 8, 16, 32, 64, 128, 256)");
+    }
+    CHERENKOV_CUDA_CHECK(cudaGetLastError());
+}
+
+// Scratch pieces start on 64-float (256-byte) boundaries, so GEMV inputs stay 16-byte aligned.
+int64_t padded(int64_t n) {
+    return (n + 63) / 64 * 64;
+}
+
+}  // namespace
+
+void gated_deltanet_forward(const DeviceGatedDeltaNetWeights& weights,
+                            DeviceGatedDeltaNetState& state, const float* mix, int64_t n_rows,
+                            float* y, const DeviceContext& ctx) {
+    if (n_rows <= 0) return;
+    const auto& c = *ctx.config;
+    const int64_t conv_dim = c.conv_dim;
+    const int64_t taps = c.linear_conv_kernel_dim;
+    const int64_t n_key_heads = c.linear_num_key_heads;
+    const int64_t n_value_heads = c.linear_num_value_heads;
+    const int64_t dk = c.linear_key_head_dim;
+    const int64_t dv = c.linear_value_head_dim;
+    const int64_t key_dim = c.key_dim;
+    const int64_t value_dim = c.value_dim;
+    const int64_t kept = taps - 1;
+    const cudaStream_t stream = ctx.stream;
+    CHERENKOV_ASSERT(taps >= 1 && n_key_heads > 0 && n_value_heads % n_key_heads == 0,
+                     "GDN head counts");
+    CHERENKOV_ASSERT(key_dim == n_key_heads * dk && value_dim == n_value_heads * dv &&
+                         conv_dim == 2 * key_dim + value_dim,
+                     "GDN derived dims");
+    CHERENKOV_ASSERT(
+        weights.in_qkv.out_features() == conv_dim && weights.in_z.out_features() == value_dim &&
+            weights.in_b.out_features() == n_value_heads &&
+            weights.in_a.out_features() == n_value_heads && weights.out.in_features() == value_dim,
+        "GDN projection shapes");
+
+    // One scratch allocation: hist [Kc-1 + T, conv_dim], z [T, value_dim], b and a [T, Hv],
+    // conv [T, conv_dim], heads [T, value_dim].
+    const int64_t hist_size = padded((kept + n_rows) * conv_dim);
+    const int64_t z_size = padded(n_rows * value_dim);
+    const int64_t gate_size = padded(n_rows * n_value_heads);
+    const int64_t conv_size = padded(n_rows * conv_dim);
+    DeviceScratch<float> scratch(
+        static_cast<size_t>(hist_size + z_size + 2 * gate_size + conv_size + z_size), stream);
+    float* hist = scratch.data();
+    float* z = hist + hist_size;
+    float* b_raw = z + z_size;
+    float* a_raw = b_raw + gate_size;
+    float* conv = a_raw + gate_size;
+    float* heads = conv + conv_size;
+
+    // hist = [the state's Kc-1 pre-conv rows ; this call's in_qkv rows]
+    const auto state_bytes = static_cast<size_t>(kept * conv_dim) * sizeof(float);
+    if (state_bytes > 0) {
+        CHERENKOV_CUDA_CHECK(
+            cudaMemcpyAsync(hist, state.conv, state_bytes, cudaMemcpyDeviceToDevice, stream));
+    }
+    linear_apply(weights.in_qkv, mix, n_rows, hist + kept * conv_dim, stream);
+    linear_apply(weights.in_z, mix, n_rows, z, stream);
+    linear_apply(weights.in_b, mix, n_rows, b_raw, stream);
+    linear_apply(weights.in_a, mix, n_rows, a_raw, stream);
+
+    conv_silu_kernel<<<blocks_for(n_rows * conv_dim, kElementwiseThreads), kElementwiseThreads, 0,
+                       stream>>>(hist, weights.conv, n_rows, conv_dim, static_cast<int>(taps),
+                                 conv);
+    CHERENKOV_CUDA_CHECK(cudaGetLastError());
+    const float q_scale = 1.0F / std::sqrt(static_cast<float>(dk));
+    qk_l2_norm_kernel<<<dim3(static_cast<unsigned>(n_rows), static_cast<unsigned>(2 * n_key_heads)),
+                        32, 0, stream>>>(conv, conv_dim, n_key_heads, static_cast<int>(dk),
+                                         q_scale);
+    CHERENKOV_CUDA_CHECK(cudaGetLastError());
+
+    DeltaRuleParams params;
+    params.conv = conv;
+    params.b_raw = b_raw;
+    params.a_raw = a_raw;
+    params.a_log = weights.a_log;
+    params.dt_bias = weights.dt_bias;
+    params.state = state.recurrent;
+    params.heads = heads;
+    params.snapshots = ctx.gdn_recurrent_snapshots;
+    params.n_rows = n_rows;
+    params.conv_dim = conv_dim;
+    params.key_dim = key_dim;
+    params.n_value_heads = n_value_heads;
+    params.head_ratio = n_value_heads / n_key_heads;
+    params.dv = dv;
+    launch_delta_rule(params, dk, stream);
+
+    if (ctx.gdn_conv_snapshots != nullptr && kept > 0) {
+        const int64_t n = n_rows * kept * conv_dim;
+        conv_snapshot_kernel<<<blocks_for(n, kElementwiseThreads), kElementwiseThreads, 0,
+                               stream>>>(hist, n_rows, conv_dim, kept * conv_dim,
+                                         ctx.gdn_conv_snapshots);
+        CHERENKOV_CUDA_CHECK(cudaGetLastError());
+    }
+    if (state_bytes > 0) {
+        CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(state.conv, hist + n_rows * conv_dim, state_bytes,
+                                             cudaMemcpyDeviceToDevice, stream));
+    }
+
+    // Gated RMSNorm per head (plain w over dv, norm before gate), then out_proj.
+    rms_norm_rows(heads, weights.norm, n_rows * n_value_heads, dv, dv, ctx.eps(), heads, stream);
+    output_gate_kernel<<<blocks_for(n_rows * value_dim, kElementwiseThreads), kElementwiseThreads,
+                         0, stream>>>(heads, z, n_rows * value_dim,
+                                      c.output_gate == GateActivation::Sigmoid);
+    CHERENKOV_CUDA_CHECK(cudaGetLastError());
+    linear_apply(weights.out, heads, n_rows, y, stream);
+}
+
+// ---- the plain C++ test entry (gated_deltanet_check.h) ----
+
+namespace {
+
+// The device address of a float tensor that lies in the host mapping [host_base, +n_bytes).
+const float* translate_floats(const float* host, const void* host_base, uint64_t n_bytes,
+                              const void* device_base) {
+    if (host == nullptr) return nullptr;
+    const auto* base = static_cast<const char*>(host_base);
+    const auto* at = reinterpret_cast<const char*>(host);
+    if (at < base || at >= base + n_bytes) {
+        throw_invalid("[gated_deltanet_check] a float tensor lies outside the weight buffer");
+    }
+    return reinterpret_cast<const float*>(static_cast<const char*>(device_base) + (at - base));
+}
+
+// A non-blocking stream, destroyed with its owner (errors on destruction are ignored).
+class OwnedStream {
+public:
+    OwnedStream() {
+        CHERENKOV_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    }
+    ~OwnedStream() { cudaStreamDestroy(stream_); }
+    OwnedStream(const OwnedStream&) = delete;
+    OwnedStream& operator=(const OwnedStream&) = delete;
+    cudaStream_t get() const { return stream_; }
+
+private:
+    cudaStream_t stream_ = nullptr;
+};
+
+}  // namespace
+
+void gated_deltanet_check(const model_data::qwen4_exp::Config& config,
+                          const GatedDeltaNetWeights& weights, const void* weight_base,
+                          uint64_t weight_bytes, GatedDeltaNetState& state, const float* mix,
+                          const std::vector<int64_t>& chunk_rows, float* y,
+                          float* recurrent_snapshots, float* conv_snapshots) {
+    int64_t n_rows = 0;
+    for (const int64_t rows : chunk_rows) n_rows += rows;
+    const int64_t hidden = config.hidden_size;
+    const int64_t kept = config.linear_conv_kernel_dim - 1;
+    const auto recurrent_size = static_cast<int64_t>(state.recurrent.size());
+    const auto conv_size = static_cast<int64_t>(state.conv.size());
+    CHERENKOV_ASSERT(conv_size == kept * config.conv_dim, "conv state size");
+
+    DeviceBuffer d_weights(weight_bytes);
+    d_weights.upload(weight_base, weight_bytes);
+    const void* device_base = d_weights.data();
+    DeviceGatedDeltaNetWeights dw;
+    dw.in_qkv = translate_linear(weights.in_qkv, weight_base, weight_bytes, device_base);
+    dw.in_z = translate_linear(weights.in_z, weight_base, weight_bytes, device_base);
+    dw.in_b = translate_linear(weights.in_b, weight_base, weight_bytes, device_base);
+    dw.in_a = translate_linear(weights.in_a, weight_base, weight_bytes, device_base);
+    dw.out = translate_linear(weights.out, weight_base, weight_bytes, device_base);
+    dw.conv = translate_floats(weights.conv, weight_base, weight_bytes, device_base);
+    dw.dt_bias = translate_floats(weights.dt_bias, weight_base, weight_bytes, device_base);
+    dw.a_log = translate_floats(weights.a_log, weight_base, weight_bytes, device_base);
+    dw.norm = translate_floats(weights.norm, weight_base, weight_bytes, device_base);
+
+    const auto floats = [](int64_t n) { return static_cast<size_t>(n) * sizeof(float); };
+    DeviceBuffer d_mix(floats(n_rows * hidden));
+    d_mix.upload(mix, floats(n_rows * hidden));
+    DeviceBuffer d_y(floats(n_rows * hidden));
+    d_y.fill(0xFF);  // NaN: an unwritten output fails
+    DeviceBuffer d_recurrent(floats(recurrent_size));
+    d_recurrent.upload(state.recurrent.data(), floats(recurrent_size));
+    DeviceBuffer d_conv(floats(conv_size));
+    if (conv_size > 0) d_conv.upload(state.conv.data(), floats(conv_size));
+    DeviceBuffer d_recurrent_snaps(recurrent_snapshots != nullptr ? floats(n_rows * recurrent_size)
+                                                                  : 0);
+    DeviceBuffer d_conv_snaps(conv_snapshots != nullptr ? floats(n_rows * conv_size) : 0);
+    if (d_recurrent_snaps.size() > 0) d_recurrent_snaps.fill(0xFF);
+    if (d_conv_snaps.size() > 0) d_conv_snaps.fill(0xFF);
+    // Pageable uploads may still be in flight on the legacy stream; the work stream below does
+    // not wait for it.
+    device_synchronize();
+
+    const OwnedStream stream;
+    DeviceGatedDeltaNetState device_state{d_conv.as<float>(), d_recurrent.as<float>()};
+    DeviceContext ctx;
+    ctx.config = &config;
+    ctx.stream = stream.get();
+    int64_t done = 0;
+    for (const int64_t rows : chunk_rows) {
+        ctx.gdn_recurrent_snapshots = recurrent_snapshots != nullptr
+                                          ? d_recurrent_snaps.as<float>() + done * recurrent_size
+                                          : nullptr;
+        ctx.gdn_conv_snapshots =
+            conv_snapshots != nullptr ? d_conv_snaps.as<float>() + done * conv_size : nullptr;
+        gated_deltanet_forward(dw, device_state, d_mix.as<float>() + done * hidden, rows,
+                               d_y.as<float>() + done * hidden, ctx);
+        done += rows;
+    }
+    CHERENKOV_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+
+    d_y.download(y, floats(n_rows * hidden));
+    d_recurrent.download(state.recurrent.data(), floats(recurrent_size));
+    if (conv_size > 0) d_conv.download(state.conv.data(), floats(conv_size));
+    if (recurrent_snapshots != nullptr) {
+        d_recurrent_snaps.download(recurrent_snapshots, floats(n_rows * recurrent_size));
+    }
+    if (conv_snapshots != nullptr && conv_size > 0) {
+        d_conv_snaps.download(conv_snapshots, floats(n_rows * conv_size));
+    }
+}
+
+}  // namespace cherenkov::engine::cuda

@@ -1,0 +1,72 @@
+// Hyper-connection mix on the GPU (spec/qwen4_exp.md §3.3), as engine/model/hyper_connection.cpp.
+#include "engine/cuda/device_layers.cuh"
+#include "engine/cuda/device_math.cuh"
+
+namespace cherenkov::engine::cuda {
+namespace {
+
+// v = silu(v / C) over n values (the low-rank down projection's activation).
+__global__ void scaled_silu_kernel(float* v, int64_t n, float inv_streams) {
+    for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+         i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+        v[i] = silu_f(v[i] * inv_streams);
+    }
+}
+
+// mix[t, d] = (Σ_s sigmoid(gates[t, s·H + d]) · normed[t, s·H + d]) / C
+__global__ void mix_kernel(const float* gates, const float* normed, int64_t n_rows,
+                           int64_t n_streams, int64_t hidden, float inv_streams, float* mix) {
+    const int64_t total = n_rows * hidden;
+    for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+         i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+        const int64_t t = i / hidden;
+        const int64_t d = i % hidden;
+        const int64_t base = t * n_streams * hidden + d;
+        float sum = 0.0F;
+        for (int64_t s = 0; s < n_streams; ++s) {
+            sum += sigmoid_f(gates[base + s * hidden]) * normed[base + s * hidden];
+        }
+        mix[i] = sum * inv_streams;
+    }
+}
+
+// w = 2·sigmoid(w / C)
+__global__ void inject_kernel(float* w, int64_t n, float inv_streams) {
+    for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+         i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+        w[i] = 2.0F * sigmoid_f(w[i] * inv_streams);
+    }
+}
+
+}  // namespace
+
+void hyper_connection_mix(const DeviceHyperConnectionWeights& weights, const float* x,
+                          int64_t n_rows, const DeviceContext& ctx, float* mix, float* inject) {
+    const auto& c = *ctx.config;
+    const int64_t h = c.hidden_size;
+    const int64_t n_streams = c.hc_count;
+    const int64_t width = c.hc_width();
+    const int64_t rank = c.hc_lowrank;
+    const float inv_streams = 1.0F / static_cast<float>(n_streams);
+    cudaStream_t s = ctx.stream;
+
+    DeviceScratch<float> normed(static_cast<size_t>(n_rows * width), s);
+    rms_norm_rows(x, weights.norm, n_rows, width, h, ctx.eps(), normed.data(), s);
+    DeviceScratch<float> down(static_cast<size_t>(n_rows * rank), s);
+    linear_apply(weights.down, normed.data(), n_rows, down.data(), s);
+    scaled_silu_kernel<<<elementwise_blocks(n_rows * rank), 256, 0, s>>>(down.data(),
+                                                                        n_rows * rank, inv_streams);
+    DeviceScratch<float> gates(static_cast<size_t>(n_rows * width), s);
+    linear_apply(weights.up, down.data(), n_rows, gates.data(), s);
+    mix_kernel<<<elementwise_blocks(n_rows * h), 256, 0, s>>>(gates.data(), normed.data(), n_rows,
+                                                              n_streams, h, inv_streams, mix);
+    CHERENKOV_CUDA_CHECK(cudaGetLastError());
+    if (inject != nullptr && weights.has_inject) {
+        linear_apply(weights.inject, normed.data(), n_rows, inject, s);
+        inject_kernel<<<elementwise_blocks(n_rows * n_streams), 256, 0, s>>>(
+            inject, n_rows * n_streams, inv_streams);
+        CHERENKOV_CUDA_CHECK(cudaGetLastError());
+    }
+}
+
+}  // namespace cherenkov::engine::cuda

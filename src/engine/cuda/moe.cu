@@ -1,0 +1,591 @@
+// The MoE block on the GPU (spec/qwen4_exp.md §3.7), mirroring engine/model/moe.cpp: softmax
+// router and top-k on the device, one read-back of the routing (and the next layer's predicted
+// routing) per layer, routed experts from the host ExpertSource copied into the DeviceExpertPool
+// and computed as they arrive into per-(row, slot) outputs, then one combine kernel that sums
+// them in increasing expert index (the CPU's order) and adds the gated shared expert.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <optional>
+#include <climits>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "base/error.h"
+#include "engine/cuda/affine_gemv.h"
+#include "engine/cuda/device_expert_pool.h"
+#include "engine/cuda/device_layers.cuh"
+#include "engine/cuda/device_math.cuh"
+#include "engine/experts/expert_source.h"
+
+namespace cherenkov::engine::cuda {
+namespace {
+
+constexpr int kTopkThreads = 128;
+constexpr int kElementwiseThreads = 256;
+// Experts per decode launch (affine_experts_swiglu_parts): residents arrive back to back, so a
+// group of them costs two launches; misses arrive one read at a time and wait for the group to
+// fill or the batch to end, which is short against the read itself.
+constexpr int kDecodeGroup = 16;
+
+// (value, index) order of the router: larger probability first, an exact tie → smaller index.
+__device__ __forceinline__ bool ranks_before(float v, int i, float best_v, int best_i) {
+    return v > best_v || (v == best_v && i < best_i);
+}
+
+// One block per row: p = softmax(logits[row]) in shared memory (ops.cpp's softmax: max, exp,
+// sum, multiply by 1/sum), then the top min(top + 1, E) by repeated block argmax. Thread 0 writes
+// the row's top experts, their weights (renormalized over the top when `normalize`, summed in
+// rank order as the CPU does) and the margin (kth − (k+1)th) / kth (∞ when top == E).
+// logits: [T, E]; experts, weights: [T, top]; margins: [T] or null.
+// Dynamic shared memory: (E + 32) floats, (top + 1) ints, E bytes.
+__global__ void router_topk_kernel(const float* logits, int n_experts, int top, bool normalize,
+                                   int32_t* experts, float* weights, float* margins) {
+    extern __shared__ float shared[];
+    float* p = shared;                                                          // [E]
+    float* reduce = shared + n_experts;                                         // [32]
+    int* chosen = reinterpret_cast<int*>(reduce + 32);                          // [top + 1]
+    unsigned char* taken = reinterpret_cast<unsigned char*>(chosen + top + 1);  // [E]
+    __shared__ float warp_best_v[32];
+    __shared__ int warp_best_i[32];
+
+    const int row = static_cast<int>(blockIdx.x);
+    const int lane = static_cast<int>(threadIdx.x) & 31;
+    const int warp = static_cast<int>(threadIdx.x) >> 5;
+    const int n_warps = static_cast<int>(blockDim.x) >> 5;
+    const float* l = logits + static_cast<size_t>(row) * n_experts;
+
+    float m = -INFINITY;
+    for (int e = static_cast<int>(threadIdx.x); e < n_experts; e += blockDim.x) {
+        p[e] = l[e];
+        taken[e] = 0;
+        m = fmaxf(m, p[e]);
+    }
+    m = block_max(m, reduce);
+    float s = 0.0F;
+    for (int e = static_cast<int>(threadIdx.x); e < n_experts; e += blockDim.x) {
+        const float v = expf(p[e] - m);
+        p[e] = v;
+        s += v;
+    }
+    s = block_sum(s, reduce);
+    const float inv = 1.0F / s;
+    for (int e = static_cast<int>(threadIdx.x); e < n_experts; e += blockDim.x) p[e] *= inv;
+    __syncthreads();
+
+    const int n_sorted = min(top + 1, n_experts);
+    for (int rank = 0; rank < n_sorted; ++rank) {
+        float best_v = -INFINITY;
+        int best_i = INT_MAX;
+        for (int e = static_cast<int>(threadIdx.x); e < n_experts; e += blockDim.x) {
+            if (taken[e] == 0 && ranks_before(p[e], e, best_v, best_i)) {
+                best_v = p[e];
+                best_i = e;
+            }
+        }
+        for (int offset = 16; offset > 0; offset >>= 1) {
+            const float other_v = __shfl_xor_sync(0xFFFFFFFFU, best_v, offset);
+            const int other_i = __shfl_xor_sync(0xFFFFFFFFU, best_i, offset);
+            if (ranks_before(other_v, other_i, best_v, best_i)) {
+                best_v = other_v;
+                best_i = other_i;
+            }
+        }
+        if (lane == 0) {
+            warp_best_v[warp] = best_v;
+            warp_best_i[warp] = best_i;
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            for (int w = 1; w < n_warps; ++w) {
+                if (ranks_before(warp_best_v[w], warp_best_i[w], best_v, best_i)) {
+                    best_v = warp_best_v[w];
+                    best_i = warp_best_i[w];
+                }
+            }
+            chosen[rank] = best_i;
+            taken[best_i] = 1;
+        }
+        __syncthreads();
+    }
+
+    if (threadIdx.x != 0) return;
+    if (margins != nullptr) {
+        float margin = INFINITY;
+        if (top < n_experts) {
+            const float kth = p[chosen[top - 1]];
+            margin = (kth - p[chosen[top]]) / kth;
+        }
+        margins[row] = margin;
+    }
+    float sum = 0.0F;
+    for (int rank = 0; rank < top; ++rank) sum += p[chosen[rank]];
+    for (int rank = 0; rank < top; ++rank) {
+        const int e = chosen[rank];
+        experts[row * top + rank] = e;
+        weights[row * top + rank] = normalize ? p[e] / sum : p[e];
+    }
+}
+
+// g[i] = silu(g[i]) · u[i] for i < n.
+__global__ void silu_mul_kernel(float* g, const float* u, int64_t n) {
+    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < n) g[i] = silu_f(g[i]) * u[i];
+}
+
+// xg[i, :] = mix[slots[i] / top, :] for i < n. grid: (ceil(H / threads), n).
+__global__ void gather_rows_kernel(const float* mix, const int32_t* slots, int top, int hidden,
+                                   float* xg) {
+    const int d = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+    if (d >= hidden) return;
+    const int i = static_cast<int>(blockIdx.y);
+    const int row = slots[i] / top;
+    xg[static_cast<size_t>(i) * hidden + d] = mix[static_cast<size_t>(row) * hidden + d];
+}
+
+// outputs[slots[i], :] = yg[i, :] for i < n. grid: (ceil(H / threads), n).
+__global__ void scatter_rows_kernel(const float* yg, const int32_t* slots, int hidden,
+                                    float* outputs) {
+    const int d = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+    if (d >= hidden) return;
+    const int i = static_cast<int>(blockIdx.y);
+    outputs[static_cast<size_t>(slots[i]) * hidden + d] = yg[static_cast<size_t>(i) * hidden + d];
+}
+
+// routed[t, d] = Σ_m part_weights[t, m] · parts[part_rows[t, m], d] over m until a −1 (the row's
+// delivered experts in increasing expert index); y = routed + sigmoid(shared_gate[t]) · shared.
+// part_rows, part_weights: [T, top]; parts: [*, H]; shared, routed, y: [T, H]; shared_gate: [T].
+__global__ void moe_combine_kernel(const float* parts, const int32_t* part_rows,
+                                   const float* part_weights, int top, const float* shared,
+                                   const float* shared_gate, int n_rows, int hidden, float* routed,
+                                   float* y) {
+    const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (index >= static_cast<int64_t>(n_rows) * hidden) return;
+    const int t = static_cast<int>(index / hidden);
+    const int d = static_cast<int>(index - static_cast<int64_t>(t) * hidden);
+    float sum = 0.0F;
+    for (int m = 0; m < top; ++m) {
+        const int32_t r = part_rows[t * top + m];
+        if (r < 0) break;
+        sum += part_weights[t * top + m] * parts[static_cast<size_t>(r) * hidden + d];
+    }
+    routed[index] = sum;
+    y[index] = sum + sigmoid_f(shared_gate[t]) * shared[index];
+}
+
+unsigned blocks(int64_t n, int threads) {
+    return static_cast<unsigned>((n + threads - 1) / threads);
+}
+
+void check_launch() {
+    CHERENKOV_CUDA_CHECK(cudaGetLastError());
+}
+
+// Router logits and top-k of one layer on the device; with `record`, the trace's
+// "moe.router_logits" and "moe.margin". experts/weights: device [T, top].
+void route(const DeviceMoeWeights& weights, const float* mix, int64_t n_rows, float* logits,
+           float* margins, int32_t* experts, float* expert_weights, const DeviceContext& ctx,
+           bool record) {
+    const auto& c = *ctx.config;
+    const auto n_experts = static_cast<int>(c.num_experts);
+    const auto top = static_cast<int>(c.num_experts_per_tok);
+    linear_apply(weights.router, mix, n_rows, logits, ctx.stream);
+    if (record) ctx.record("moe.router_logits", logits, n_rows * n_experts);
+    const size_t shared_bytes = (static_cast<size_t>(n_experts) + 32) * sizeof(float) +
+                                static_cast<size_t>(top + 1) * sizeof(int) +
+                                static_cast<size_t>(n_experts);
+    router_topk_kernel<<<static_cast<unsigned>(n_rows), kTopkThreads, shared_bytes, ctx.stream>>>(
+        logits, n_experts, top, c.norm_topk_prob, experts, expert_weights,
+        record ? margins : nullptr);
+    check_launch();
+    if (record) ctx.record("moe.margin", margins, n_rows);
+}
+
+// Union of the rows' experts, each with its largest routing weight, strongest first (the CPU's
+// union_of, entry for entry).
+std::vector<ExpertRequest> union_of(std::span<const int32_t> experts,
+                                    std::span<const float> weights) {
+    std::vector<ExpertRequest> requests;
+    for (size_t i = 0; i < experts.size(); ++i) {
+        auto it = std::find_if(requests.begin(), requests.end(),
+                               [&](const ExpertRequest& q) { return q.expert == experts[i]; });
+        if (it == requests.end()) {
+            requests.push_back({experts[i], weights[i]});
+        } else {
+            it->max_weight = std::max(it->max_weight, weights[i]);
+        }
+    }
+    std::stable_sort(
+        requests.begin(), requests.end(),
+        [](const ExpertRequest& a, const ExpertRequest& b) { return a.max_weight > b.max_weight; });
+    return requests;
+}
+
+// Byte offsets in the pool's pinned host staging for one call.
+struct StagingLayout {
+    size_t readback = 0;  // per routing: experts [T·k] int32, then weights [T·k] float
+    size_t combine = 0;   // part rows [T·k] int32, then part weights [T·k] float
+    size_t slots = 0;     // [T·k] int32: the (row, slot) indices grouped by expert
+    size_t tables = 0;    // ExpertAddress [min(E, T·k)]
+    size_t total = 0;
+
+    StagingLayout(int64_t tk, int n_routings, int64_t n_experts) {
+        const auto align = [](size_t v) { return (v + 15) / 16 * 16; };
+        const auto words = static_cast<size_t>(tk) * 4;
+        combine = align(readback + static_cast<size_t>(n_routings) * 2 * words);
+        slots = align(combine + 2 * words);
+        tables = align(slots + words);
+        total = tables + static_cast<size_t>(std::min(n_experts, tk)) * sizeof(ExpertAddress);
+    }
+};
+
+// Destroyed before the host batch it guards: copies out of the batch's records have completed,
+// and no slot stays pinned after an error.
+struct BatchFence {
+    DeviceExpertPool& pool;
+    ~BatchFence() { pool.finish_batch(); }
+};
+
+// The routed experts of one layer, computed into per-(row, slot) outputs as they arrive.
+class RoutedExperts {
+public:
+    RoutedExperts(const DeviceMoeWeights& weights, const float* mix, int64_t n_rows,
+                  std::span<const int32_t> experts, std::byte* staging, const StagingLayout& layout,
+                  const DeviceContext& ctx)
+        : weights_(weights),
+          ctx_(ctx),
+          pool_(*ctx.expert_pool),
+          mix_(mix),
+          n_rows_(n_rows),
+          top_(ctx.config->num_experts_per_tok),
+          hidden_(ctx.config->hidden_size),
+          inter_(ctx.config->moe_intermediate_size),
+          experts_(experts),
+          decode_(n_rows <= kMaxGemvRows),
+          part_base_(static_cast<size_t>(ctx.config->num_experts), -1),
+          first_slot_(static_cast<size_t>(ctx.config->num_experts) + 1, 0),
+          staging_(staging),
+          layout_(layout) {}
+
+    // Fetches `requests` in groups the source can pin and computes each delivered expert into
+    // parts(); part_row() says where each (row, slot) landed.
+    void run(std::span<const ExpertRequest> requests);
+
+    // Row of `parts()` holding (row t, slot j)'s output, or -1 when its expert was not delivered.
+    int32_t part_row(int64_t t, int64_t j) const {
+        const int32_t base = part_base_[static_cast<size_t>(experts_[t * top_ + j])];
+        if (base < 0) return -1;
+        return decode_ ? static_cast<int32_t>(base * n_rows_ + t)
+                       : static_cast<int32_t>(t * top_ + j);
+    }
+    const float* parts() const { return parts_ ? parts_->data() : nullptr; }
+
+private:
+    void prepare(size_t n_union);
+    void add_decode(int32_t expert, const ExpertWeights& host);
+    void flush_decode();
+    void run_prefill(int32_t expert, const ExpertWeights& host);
+    void use_decode(int32_t expert, const DeviceExpert& device);
+    void use_prefill(int32_t expert, const DeviceExpert& device);
+
+    const DeviceMoeWeights& weights_;
+    const DeviceContext& ctx_;
+    DeviceExpertPool& pool_;
+    const float* mix_;
+    int64_t n_rows_;
+    int64_t top_;
+    int64_t hidden_;
+    int64_t inter_;
+    std::span<const int32_t> experts_;  // host [T, k]
+    bool decode_;
+    // Per expert: decode, its index in the address table (its parts start at base·T rows);
+    // prefill, 0 once delivered. −1: not delivered.
+    std::vector<int32_t> part_base_;
+    std::vector<int32_t> first_slot_;  // [E + 1]: expert e's (row, slot)s in slots [first, next)
+    std::byte* staging_;
+    const StagingLayout& layout_;
+
+    std::unique_ptr<DeviceScratch<float>> parts_;  // decode [U·T, H]; prefill [T·k, H]
+    // Decode: address tables (device copy of the staging's), h scratch, pending group.
+    std::unique_ptr<DeviceScratch<ExpertAddress>> tables_;
+    std::unique_ptr<DeviceScratch<float>> h_;
+    int group_ = 1;
+    int n_table_ = 0;
+    int first_pending_ = 0;
+    ExpertShape pending_shape_;
+    // Prefill: the (row, slot) indices by expert on the device, and per-expert work arrays.
+    std::unique_ptr<DeviceScratch<int32_t>> slots_;
+    std::unique_ptr<DeviceScratch<float>> xg_, gg_, ug_, yg_;
+};
+
+void RoutedExperts::prepare(size_t n_union) {
+    const cudaStream_t stream = ctx_.stream;
+    const auto h = static_cast<size_t>(hidden_);
+    const auto inter = static_cast<size_t>(inter_);
+    const auto t = static_cast<size_t>(n_rows_);
+    if (decode_) {
+        group_ = static_cast<int>(std::min<int64_t>(kDecodeGroup, pool_.n_slots()));
+        parts_ = std::make_unique<DeviceScratch<float>>(n_union * t * h, stream);
+        tables_ = std::make_unique<DeviceScratch<ExpertAddress>>(n_union, stream);
+        h_ =
+            std::make_unique<DeviceScratch<float>>(static_cast<size_t>(group_) * t * inter, stream);
+        return;
+    }
+    // Counting sort of the (row, slot) indices by expert, in increasing index within each.
+    const auto tk = static_cast<size_t>(n_rows_ * top_);
+    for (size_t i = 0; i < tk; ++i) ++first_slot_[static_cast<size_t>(experts_[i]) + 1];
+    for (size_t e = 1; e < first_slot_.size(); ++e) first_slot_[e] += first_slot_[e - 1];
+    auto* slots = reinterpret_cast<int32_t*>(staging_ + layout_.slots);
+    std::vector<int32_t> fill(first_slot_.begin(), first_slot_.end() - 1);
+    for (size_t i = 0; i < tk; ++i) {
+        slots[fill[static_cast<size_t>(experts_[i])]++] = static_cast<int32_t>(i);
+    }
+    slots_ = std::make_unique<DeviceScratch<int32_t>>(tk, stream);
+    CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(slots_->data(), slots, tk * sizeof(int32_t),
+                                         cudaMemcpyHostToDevice, stream));
+    parts_ = std::make_unique<DeviceScratch<float>>(tk * h, stream);
+    xg_ = std::make_unique<DeviceScratch<float>>(t * h, stream);
+    gg_ = std::make_unique<DeviceScratch<float>>(t * inter, stream);
+    ug_ = std::make_unique<DeviceScratch<float>>(t * inter, stream);
+    yg_ = std::make_unique<DeviceScratch<float>>(t * h, stream);
+}
+
+void RoutedExperts::run(std::span<const ExpertRequest> requests) {
+    prepare(requests.size());
+    // Experts already in the device pool are computed first and never asked of the host source
+    // (which would read them again); only the device pool's misses are fetched.
+    const int bits = pool_.layout().bits;
+    std::vector<ExpertRequest> missing;
+    for (const ExpertRequest& q : requests) {
+        if (decode_ && n_table_ > first_pending_ && pending_shape_.bits != bits) flush_decode();
+        const std::optional<DeviceExpert> device =
+            pool_.acquire_resident(weights_.table_layer, q.expert, bits);
+        if (!device) {
+            missing.push_back(q);
+        } else if (decode_) {
+            use_decode(q.expert, *device);
+        } else {
+            use_prefill(q.expert, *device);
+        }
+    }
+    if (decode_) flush_decode();
+    const size_t group = std::max<size_t>(ctx_.experts->max_batch_experts(), 1);
+    for (size_t first = 0; first < missing.size(); first += group) {
+        const std::span<const ExpertRequest> part = std::span<const ExpertRequest>(missing).subspan(
+            first, std::min(group, missing.size() - first));
+        std::unique_ptr<ExpertBatch> batch = ctx_.experts->fetch(weights_.table_layer, part);
+        const BatchFence fence{pool_};
+        size_t index = 0;
+        ExpertWeights expert;
+        while (batch->next(&index, &expert)) {
+            const int32_t id = part[index].expert;
+            if (decode_) {
+                add_decode(id, expert);
+            } else {
+                run_prefill(id, expert);
+            }
+        }
+        if (decode_) flush_decode();
+        pool_.wait_host_copies();
+        // Requests cut by the source (batch->cut_requests()) stay undelivered: part_base −1.
+    }
+}
+
+void RoutedExperts::add_decode(int32_t expert, const ExpertWeights& host) {
+    // One launch takes one precision; flush before acquiring so that the release after the
+    // launch does not unpin this expert's slot before its own kernels are queued.
+    if (n_table_ > first_pending_ && host.bits != pending_shape_.bits) flush_decode();
+    use_decode(expert, pool_.acquire(weights_.table_layer, expert, host));
+}
+
+void RoutedExperts::use_decode(int32_t expert, const DeviceExpert& device) {
+    pending_shape_ = device.shape;
+    auto* tables = reinterpret_cast<ExpertAddress*>(staging_ + layout_.tables);
+    tables[n_table_] = device.address;
+    part_base_[static_cast<size_t>(expert)] = n_table_;
+    ++n_table_;
+    if (n_table_ - first_pending_ >= group_) flush_decode();
+}
+
+void RoutedExperts::flush_decode() {
+    const int n = n_table_ - first_pending_;
+    if (n == 0) return;
+    const cudaStream_t stream = ctx_.stream;
+    const auto* tables = reinterpret_cast<const ExpertAddress*>(staging_ + layout_.tables);
+    CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(tables_->data() + first_pending_, tables + first_pending_,
+                                         static_cast<size_t>(n) * sizeof(ExpertAddress),
+                                         cudaMemcpyHostToDevice, stream));
+    affine_experts_swiglu_parts(
+        pending_shape_, tables_->data() + first_pending_, n, mix_, static_cast<int>(n_rows_),
+        h_->data(), parts_->data() + static_cast<size_t>(first_pending_) * n_rows_ * hidden_,
+        stream);
+    pool_.release_pinned();
+    first_pending_ = n_table_;
+}
+
+void RoutedExperts::run_prefill(int32_t expert, const ExpertWeights& host) {
+    use_prefill(expert, pool_.acquire(weights_.table_layer, expert, host));
+}
+
+void RoutedExperts::use_prefill(int32_t expert, const DeviceExpert& device) {
+    const cudaStream_t stream = ctx_.stream;
+    const int32_t first = first_slot_[static_cast<size_t>(expert)];
+    const int32_t n = first_slot_[static_cast<size_t>(expert) + 1] - first;
+    if (n > 0) {
+        const int32_t* slots = slots_->data() + first;
+        const dim3 grid(blocks(hidden_, kElementwiseThreads), static_cast<unsigned>(n));
+        gather_rows_kernel<<<grid, kElementwiseThreads, 0, stream>>>(
+            mix_, slots, static_cast<int>(top_), static_cast<int>(hidden_), xg_->data());
+        check_launch();
+        const auto h = static_cast<size_t>(hidden_);
+        const auto inter = static_cast<size_t>(inter_);
+        affine_matmul(device.gate(), xg_->data(), h, n, gg_->data(), inter, stream);
+        affine_matmul(device.up(), xg_->data(), h, n, ug_->data(), inter, stream);
+        const int64_t n_h = static_cast<int64_t>(n) * inter_;
+        silu_mul_kernel<<<blocks(n_h, kElementwiseThreads), kElementwiseThreads, 0, stream>>>(
+            gg_->data(), ug_->data(), n_h);
+        check_launch();
+        affine_matmul(device.down(), gg_->data(), inter, n, yg_->data(), h, stream);
+        scatter_rows_kernel<<<grid, kElementwiseThreads, 0, stream>>>(
+            yg_->data(), slots, static_cast<int>(hidden_), parts_->data());
+        check_launch();
+    }
+    pool_.release_pinned();
+    part_base_[static_cast<size_t>(expert)] = 0;
+}
+
+// The routing trace lines, exactly as engine/model/moe.cpp writes them.
+void write_routing_trace(const DeviceContext& ctx, int64_t table_layer, int64_t n_rows, int64_t top,
+                         const int32_t* experts, const float* weights) {
+    if (ctx.routing_trace == nullptr) return;
+    for (int64_t t = 0; t < n_rows; ++t) {
+        *ctx.routing_trace << ctx.trace_step << ' ' << table_layer << ' ' << t;
+        for (int64_t i = 0; i < top; ++i) {
+            const size_t at = static_cast<size_t>(t * top + i);
+            *ctx.routing_trace << ' ' << experts[at] << ':' << weights[at];
+        }
+        *ctx.routing_trace << '\n';
+    }
+}
+
+// The shared expert (no IO): shared = down(silu(gate·x) ⊙ up·x) [T, H], gate [T].
+void shared_expert(const DeviceMoeWeights& weights, const float* mix, int64_t n_rows, float* shared,
+                   float* gate, const DeviceContext& ctx) {
+    const int64_t inter = weights.shared_gate.out_features();
+    DeviceScratch<float> g(static_cast<size_t>(n_rows * inter), ctx.stream);
+    DeviceScratch<float> u(static_cast<size_t>(n_rows * inter), ctx.stream);
+    linear_apply(weights.shared_gate, mix, n_rows, g.data(), ctx.stream);
+    linear_apply(weights.shared_up, mix, n_rows, u.data(), ctx.stream);
+    silu_mul_kernel<<<blocks(n_rows * inter, kElementwiseThreads), kElementwiseThreads, 0,
+                      ctx.stream>>>(g.data(), u.data(), n_rows * inter);
+    check_launch();
+    linear_apply(weights.shared_down, g.data(), n_rows, shared, ctx.stream);
+    ctx.record("moe.shared_out", shared, n_rows * ctx.config->hidden_size);
+    linear_apply(weights.shared_expert_gate, mix, n_rows, gate, ctx.stream);
+}
+
+}  // namespace
+
+void moe_forward(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, const float* mix,
+                 int64_t n_rows, float* y, const DeviceContext& ctx) {
+    const auto& c = *ctx.config;
+    CHERENKOV_ASSERT(ctx.experts != nullptr && ctx.expert_pool != nullptr,
+                     "moe_forward needs an expert source and a device pool");
+    // The pool's events fence copies against the kernels of its compute stream.
+    CHERENKOV_ASSERT(ctx.expert_pool->compute_stream() == static_cast<void*>(ctx.stream),
+                     "the expert pool was made for ctx.stream");
+    CHERENKOV_ASSERT(c.num_experts_per_tok >= 1 && c.num_experts_per_tok <= c.num_experts,
+                     "validated config");
+    if (n_rows <= 0) return;
+    const cudaStream_t stream = ctx.stream;
+    const int64_t h = c.hidden_size;
+    const int64_t n_experts = c.num_experts;
+    const int64_t top = c.num_experts_per_tok;
+    const int64_t tk = n_rows * top;
+    const int n_routings = next != nullptr ? 2 : 1;
+    const StagingLayout layout(tk, n_routings, n_experts);
+    // Before anything this call queues reads the staging (growing it synchronizes the stream).
+    auto* staging = static_cast<std::byte*>(ctx.expert_pool->host_staging(layout.total));
+
+    // Routing of this layer and, for lookahead, of the next one on the same rows; one read-back.
+    {
+        DeviceScratch<float> logits(static_cast<size_t>(n_rows * n_experts), stream);
+        DeviceScratch<float> margins(static_cast<size_t>(n_rows), stream);
+        DeviceScratch<int32_t> routing(static_cast<size_t>(n_routings * 2 * tk), stream);
+        int32_t* r = routing.data();
+        route(weights, mix, n_rows, logits.data(), margins.data(), r,
+              reinterpret_cast<float*>(r + tk), ctx, true);
+        if (next != nullptr) {
+            route(*next, mix, n_rows, logits.data(), nullptr, r + 2 * tk,
+                  reinterpret_cast<float*>(r + 3 * tk), ctx, false);
+        }
+        CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(staging + layout.readback, r,
+                                             routing.size() * sizeof(int32_t),
+                                             cudaMemcpyDeviceToHost, stream));
+        CHERENKOV_CUDA_CHECK(cudaStreamSynchronize(stream));
+    }
+    const auto* experts = reinterpret_cast<const int32_t*>(staging + layout.readback);
+    const auto* expert_weights = reinterpret_cast<const float*>(experts + tk);
+    const auto n_tk = static_cast<size_t>(tk);
+    const std::vector<ExpertRequest> requests = union_of({experts, n_tk}, {expert_weights, n_tk});
+    write_routing_trace(ctx, weights.table_layer, n_rows, top, experts, expert_weights);
+
+    // Lookahead before this layer's fetch, so the source can queue those reads behind its misses.
+    if (next != nullptr) {
+        const int32_t* next_experts = experts + 2 * tk;
+        const auto* next_weights = reinterpret_cast<const float*>(next_experts + tk);
+        std::vector<int32_t> predicted;
+        const int bits = ctx.expert_pool->layout().bits;
+        for (const ExpertRequest& q : union_of({next_experts, n_tk}, {next_weights, n_tk})) {
+            // Device-resident experts need no host read.
+            if (!ctx.expert_pool->resident(next->table_layer, q.expert, bits))
+                predicted.push_back(q.expert);
+        }
+        ctx.experts->predict(next->table_layer, predicted);
+    }
+
+    // Shared expert first: the device works on it while the first records are fetched.
+    DeviceScratch<float> shared(static_cast<size_t>(n_rows * h), stream);
+    DeviceScratch<float> shared_gate(static_cast<size_t>(n_rows), stream);
+    shared_expert(weights, mix, n_rows, shared.data(), shared_gate.data(), ctx);
+
+    RoutedExperts routed_experts(weights, mix, n_rows, {experts, n_tk}, staging, layout, ctx);
+    routed_experts.run(requests);
+
+    // Each row's delivered outputs in increasing expert index (never delivery order).
+    auto* part_rows = reinterpret_cast<int32_t*>(staging + layout.combine);
+    auto* part_weights = reinterpret_cast<float*>(part_rows + tk);
+    std::vector<int64_t> by_expert(static_cast<size_t>(top));
+    for (int64_t t = 0; t < n_rows; ++t) {
+        for (int64_t j = 0; j < top; ++j) by_expert[static_cast<size_t>(j)] = j;
+        std::sort(by_expert.begin(), by_expert.end(), [&](int64_t a, int64_t b) {
+            return experts[t * top + a] < experts[t * top + b];
+        });
+        int64_t m = 0;
+        for (int64_t j : by_expert) {
+            const int32_t row = routed_experts.part_row(t, j);
+            if (row < 0) continue;  // cut by the source (--cut-weak)
+            part_rows[t * top + m] = row;
+            part_weights[t * top + m] = expert_weights[t * top + j];
+            ++m;
+        }
+        for (; m < top; ++m) {
+            part_rows[t * top + m] = -1;
+            part_weights[t * top + m] = 0.0F;
+        }
+    }
+    DeviceScratch<int32_t> combine(2 * n_tk, stream);
+    CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(combine.data(), part_rows, 2 * n_tk * sizeof(int32_t),
+                                         cudaMemcpyHostToDevice, stream));
+    DeviceScratch<float> routed(static_cast<size_t>(n_rows * h), stream);
+    moe_combine_kernel<<<blocks(n_rows * h, kElementwiseThreads), kElementwiseThreads, 0, stream>>>(
+        routed_experts.parts(), combine.data(), reinterpret_cast<const float*>(combine.data() + tk),
+        static_cast<int>(top), shared.data(), shared_gate.data(), static_cast<int>(n_rows),
+        static_cast<int>(h), routed.data(), y);
+    check_launch();
+    ctx.record("moe.routed_out", routed.data(), n_rows * h);
+    ctx.record("moe.out", y, n_rows * h);
+}
+
+}  // namespace cherenkov::engine::cuda

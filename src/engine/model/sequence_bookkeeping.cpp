@@ -1,0 +1,59 @@
+#include "engine/model/sequence_bookkeeping.h"
+
+#include <algorithm>
+#include <string>
+
+#include "base/error.h"
+#include "model_data/qwen4_exp/ngram_hashing.h"
+
+namespace cherenkov::engine {
+
+namespace q4 = model_data::qwen4_exp;
+
+std::vector<int64_t> layer_ngram_ids(const ModelWeights& weights, const SequenceState& state,
+                                     std::span<const int32_t> tokens,
+                                     std::vector<std::vector<int64_t>>& ids) {
+    const auto n_rows = static_cast<int64_t>(tokens.size());
+    ids.assign(weights.layers.size(), {});
+    std::vector<int64_t> token_ids(tokens.begin(), tokens.end());
+    std::vector<int64_t> next_context = state.ngram_context;
+    for (size_t l = 0; l < weights.layers.size(); ++l) {
+        if (!weights.layers[l].ple) continue;
+        const q4::NgramHash& hash = weights.layers[l].ple->hash;
+        std::vector<int64_t> context = state.ngram_context;
+        ids[l].resize(static_cast<size_t>(n_rows * hash.n_heads()));
+        q4::ngram_ids_into(hash, context, token_ids, ids[l]);
+        next_context = context;
+        // Start the page reads now; the rows are needed once the layers before this one ran.
+        for (int64_t id : ids[l]) weights.layers[l].ple->prefetch_row(id);
+    }
+    return next_context;
+}
+
+void check_commit(const SequenceState& state, int64_t n_rows) {
+    const auto n_snapshots = state.n_snapshot_rows;
+    if (n_rows < 1 || n_rows > n_snapshots || state.snapshot_base + n_snapshots != state.position) {
+        throw_internal("commit(" + std::to_string(n_rows) +
+                       ") without a matching verification call");
+    }
+}
+
+void commit_bookkeeping(const q4::Config& c, SequenceState& state, int64_t keep) {
+    state.tokens.resize(static_cast<size_t>(keep));
+    if (c.has_ple()) {
+        // The last N-1 committed ids, EOS where fewer exist.
+        const auto n = static_cast<size_t>(c.ngram_context_len);
+        std::vector<int64_t> context(n, c.first_eos());
+        const size_t have = std::min(n, state.tokens.size());
+        for (size_t i = 0; i < have; ++i)
+            context[n - have + i] = state.tokens[state.tokens.size() - have + i];
+        state.ngram_context = context;
+    }
+    const auto width = static_cast<size_t>(c.hc_width());
+    const auto pending = static_cast<size_t>(std::max<int64_t>(keep - state.mtp_length, 0));
+    if (state.pending_residuals.size() > pending * width)
+        state.pending_residuals.resize(pending * width);
+    state.position = keep;
+}
+
+}  // namespace cherenkov::engine

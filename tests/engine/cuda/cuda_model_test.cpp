@@ -1,0 +1,275 @@
+// The CUDA backend (engine/cuda/cuda_model.h) end to end against the transformers reference and
+// the CPU backend: logits at every position of every fixture prompt, every traced stage of every
+// layer, incremental schedules, checkpoint copies, MTP catch-up, greedy generation for drafts
+// 0/1/2, and a minimal device pool against one holding every expert. Skips without a device.
+#include "engine/cuda/cuda_model.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "base/error.h"
+#include "engine/cuda/device_info.h"
+#include "engine/experts/direct_expert_reader.h"
+#include "engine/generate/generator.h"
+#include "engine/generate/sampler.h"
+#include "engine/model/fixture_engine.h"
+
+namespace cherenkov::testing {
+namespace {
+
+constexpr float kLogitTolerance = 1e-3F;
+const char* const kPrompts[] = {"len1",  "len3",    "len4",      "len5", "len8",
+                                "len33", "eos_mid", "eos_first", "chat"};
+
+bool have_device() {
+    return !engine::cuda::query_devices().devices.empty();
+}
+
+// A CPU FixtureEngine plus a CUDA model over the same weights with its own expert reader.
+struct CudaFixture {
+    explicit CudaFixture(const std::string& checkpoint, const std::string& pool = "max")
+        : cpu(checkpoint),
+          experts(cpu.weights->store_dir + "/experts.bin", cpu.weights->manifest.experts) {
+        engine::cuda::CudaModelOptions options;
+        options.pool = pool;
+        options.max_ctx = 512;
+        options.prefill_chunk = 64;
+        gpu = engine::cuda::make_cuda_model(*cpu.weights, experts, options);
+    }
+    FixtureEngine cpu;
+    engine::DirectExpertReader experts;
+    std::unique_ptr<engine::ModelBackend> gpu;
+};
+
+std::string reference_of(const std::string& checkpoint) {
+    return checkpoint.substr(0, checkpoint.find('/')) + "/reference";
+}
+
+std::vector<float> all_logits(engine::ModelBackend& model, const std::vector<int32_t>& tokens,
+                              engine::ForwardTrace* trace = nullptr) {
+    engine::SequenceState state = model.new_sequence(256);
+    engine::ForwardOptions options;
+    options.all_logits = true;
+    options.trace = trace;
+    return model.forward(state, tokens, options).logits;
+}
+
+class CudaLogits : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CudaLogits, EveryPositionMatchesTheReferenceAndTheCpu) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    const std::string checkpoint = GetParam();
+    CudaFixture f(checkpoint);
+    ReferenceFile reference(reference_of(checkpoint) + "/logits.safetensors");
+    const int64_t vocab = f.gpu->vocab_size();
+    float worst_ref = 0.0F;
+    float worst_cpu = 0.0F;
+    for (const char* prompt : kPrompts) {
+        const std::vector<int32_t> tokens = reference.tokens(std::string("input_ids.") + prompt);
+        std::vector<float> expected = reference.read<float>(std::string("logits.") + prompt);
+        engine::ForwardTrace trace;
+        std::vector<float> gpu = all_logits(*f.gpu, tokens, &trace);
+        std::vector<float> cpu = all_logits(f.cpu.model, tokens);
+        ASSERT_EQ(gpu.size(), expected.size()) << prompt;
+        const auto n_rows = static_cast<int64_t>(tokens.size());
+        const int64_t checked = first_tie_row(trace, n_rows);
+        const auto keep = static_cast<size_t>(checked * vocab);
+        gpu.resize(keep);
+        cpu.resize(keep);
+        expected.resize(keep);
+        const float d_ref = max_abs_diff(gpu, expected);
+        const float d_cpu = max_abs_diff(gpu, cpu);
+        worst_ref = std::max(worst_ref, d_ref);
+        worst_cpu = std::max(worst_cpu, d_cpu);
+        EXPECT_LE(d_ref, kLogitTolerance) << checkpoint << " " << prompt << " vs reference";
+        EXPECT_LE(d_cpu, kLogitTolerance) << checkpoint << " " << prompt << " vs cpu";
+    }
+    std::printf("%s: worst |Δlogit| %.3g vs reference, %.3g vs cpu\n", checkpoint.c_str(),
+                static_cast<double>(worst_ref), static_cast<double>(worst_cpu));
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaLogits,
+                         ::testing::Values("tiny_a/hf_flat_fused",
+                                           "tiny_b/hf_nested_experts_sharded",
+                                           "tiny_c/hf_nested_fused", "tiny_c/mlx_q4"),
+                         [](const auto& param_info) {
+                             std::string name = param_info.param;
+                             for (char& ch : name) {
+                                 if (ch == '/') ch = '_';
+                             }
+                             return name;
+                         });
+
+// Every stage the CPU traces, compared relative to the stage's RMS; prints the first stage (in
+// forward order) that diverges, which is where a kernel bug shows.
+TEST(CudaModel, EveryTracedStageMatchesTheCpu) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    for (const char* checkpoint : {"tiny_a/hf_flat_fused", "tiny_c/hf_nested_fused"}) {
+        CudaFixture f(checkpoint);
+        ReferenceFile reference(reference_of(checkpoint) + "/logits.safetensors");
+        const std::vector<int32_t> tokens = reference.tokens("input_ids.len33");
+        engine::ForwardTrace gpu;
+        engine::ForwardTrace cpu;
+        all_logits(*f.gpu, tokens, &gpu);
+        all_logits(f.cpu.model, tokens, &cpu);
+        int64_t n_bad = 0;
+        for (const auto& [name, expected] : cpu.tensors) {
+            if (name.ends_with("margin") || name.ends_with("selected_blocks")) continue;
+            auto it = gpu.tensors.find(name);
+            ASSERT_NE(it, gpu.tensors.end()) << checkpoint << ": stage " << name << " not traced";
+            ASSERT_EQ(it->second.size(), expected.size()) << checkpoint << " " << name;
+            double sum = 0.0;
+            for (float v : expected) sum += static_cast<double>(v) * v;
+            const double rms = std::sqrt(sum / std::max<size_t>(expected.size(), 1)) + 1e-12;
+            const double rel = max_abs_diff(it->second, expected) / rms;
+            if (rel > 1e-4) {
+                ++n_bad;
+                std::printf("%s: stage %s differs by %.3g of its rms\n", checkpoint, name.c_str(),
+                            rel);
+            }
+        }
+        EXPECT_EQ(n_bad, 0) << checkpoint;
+    }
+}
+
+TEST(CudaModel, IncrementalSchedulesEqualTheOnePass) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    CudaFixture f("tiny_a/hf_flat_fused");
+    ReferenceFile reference("tiny_a/reference/logits.safetensors");
+    const std::vector<int32_t> tokens = reference.tokens("input_ids.len33");
+    const std::vector<float> whole = all_logits(*f.gpu, tokens);
+    for (const std::vector<size_t>& chunks :
+         {std::vector<size_t>{11}, std::vector<size_t>{3, 1, 4, 1, 5, 9, 2, 6},
+          std::vector<size_t>{1}}) {
+        engine::SequenceState state = f.gpu->new_sequence(256);
+        std::vector<float> logits;
+        size_t at = 0;
+        for (size_t i = 0; at < tokens.size(); ++i) {
+            const size_t n = std::min(chunks[i % chunks.size()], tokens.size() - at);
+            engine::ForwardOptions options;
+            options.all_logits = true;
+            auto r = f.gpu->forward(state, std::span(tokens).subspan(at, n), options);
+            logits.insert(logits.end(), r.logits.begin(), r.logits.end());
+            at += n;
+        }
+        EXPECT_LE(max_abs_diff(logits, whole), 1e-4F) << "chunks starting " << chunks[0];
+    }
+}
+
+TEST(CudaModel, CheckpointCopyAndRollbackContinueLikeAFreshRun) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    CudaFixture f("tiny_a/hf_flat_fused");
+    ReferenceFile reference("tiny_a/reference/logits.safetensors");
+    const std::vector<int32_t> tokens = reference.tokens("input_ids.len33");
+    const std::span<const int32_t> all(tokens);
+    engine::ForwardOptions last;
+    engine::SequenceState state = f.gpu->new_sequence(256);
+    f.gpu->forward(state, all.first(20), last);
+    engine::SequenceState copy = state;  // a checkpoint
+    const auto a = f.gpu->forward(state, all.subspan(20), last).logits;
+    const auto b = f.gpu->forward(copy, all.subspan(20), last).logits;
+    EXPECT_EQ(a, b);
+
+    // Verify 3 rows with snapshots and keep 1: equals a run that saw only that row.
+    engine::SequenceState verified = f.gpu->new_sequence(256);
+    f.gpu->forward(verified, all.first(20), last);
+    engine::ForwardOptions snap;
+    snap.snapshot_rows = true;
+    f.gpu->forward(verified, all.subspan(20, 3), snap);
+    f.gpu->commit(verified, 1);
+    EXPECT_EQ(verified.position, 21);
+    const auto after_rollback = f.gpu->forward(verified, all.subspan(21), last).logits;
+    engine::SequenceState plain = f.gpu->new_sequence(256);
+    f.gpu->forward(plain, all.first(21), last);
+    const auto expected = f.gpu->forward(plain, all.subspan(21), last).logits;
+    EXPECT_LE(max_abs_diff(after_rollback, expected), 1e-5F);
+}
+
+TEST(CudaModel, MtpCatchUpMatchesTheCpu) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    CudaFixture f("tiny_a/hf_flat_fused");
+    ASSERT_TRUE(f.gpu->has_mtp());
+    ReferenceFile reference("tiny_a/reference/logits.safetensors");
+    const std::vector<int32_t> tokens = reference.tokens("input_ids.len33");
+    const std::span<const int32_t> all(tokens);
+    std::vector<std::vector<float>> logits;
+    std::vector<std::vector<float>> chained;
+    for (engine::ModelBackend* model : {f.gpu.get(), static_cast<engine::ModelBackend*>(&f.cpu.model)}) {
+        engine::SequenceState state = model->new_sequence(256);
+        engine::ForwardOptions options;
+        options.keep_residuals = true;
+        model->forward(state, all.first(tokens.size() - 1), options);
+        engine::MtpResult r = model->mtp_catch_up(state, tokens.back(), true);
+        logits.push_back(r.logits);
+        const int32_t draft = static_cast<int32_t>(
+            engine::argmax(std::span<const float>(r.logits).last(static_cast<size_t>(model->vocab_size()))));
+        chained.push_back(
+            model->mtp_chain(state, r.last_residual, draft, state.position + 1, 1).logits);
+    }
+    EXPECT_LE(max_abs_diff(logits[0], logits[1]), kLogitTolerance);
+    EXPECT_LE(max_abs_diff(chained[0], chained[1]), kLogitTolerance);
+}
+
+std::vector<int32_t> generate(engine::ModelBackend& model, const std::vector<int32_t>& prompt,
+                              int drafts, engine::GenerationStats* stats = nullptr) {
+    engine::GenerationOptions options;
+    options.max_tokens = 48;
+    options.drafts = drafts;
+    options.stop_at_eos = false;
+    options.max_ctx = 256;
+    engine::Generator generator(model, options);
+    std::vector<int32_t> out;
+    engine::GenerationStats s = generator.generate(prompt, [&](int32_t t) {
+        out.push_back(t);
+        return true;
+    });
+    if (stats != nullptr) *stats = s;
+    return out;
+}
+
+TEST(CudaModel, GreedyOutputEqualsTheCpuForEveryDraftCount) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    CudaFixture f("tiny_a/hf_flat_fused");
+    ReferenceFile reference("tiny_a/reference/logits.safetensors");
+    const std::vector<int32_t> prompt = reference.tokens("input_ids.chat");
+    const std::vector<int32_t> expected = generate(f.cpu.model, prompt, 0);
+    for (int drafts = 0; drafts <= 2; ++drafts) {
+        engine::GenerationStats stats;
+        EXPECT_EQ(generate(*f.gpu, prompt, drafts, &stats), expected) << "drafts " << drafts;
+        if (drafts > 0) {
+            EXPECT_GT(stats.drafts_proposed[0], 0);
+        }
+    }
+}
+
+TEST(CudaModel, MinimalDevicePoolGivesTheSameBitsAsAFullOne) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    FixtureEngine probe("tiny_a/hf_flat_fused");
+    const auto& layout = probe.weights->manifest.experts;
+    // One layer-step of 3 rows: 3·k records, in decimal GB as --pool-gb takes it.
+    const double slot = static_cast<double>((layout.record_bytes + 255) / 256 * 256);
+    const double gb = slot * 3.0 * static_cast<double>(probe.weights->config.num_experts_per_tok) / 1e9;
+    char text[64];
+    std::snprintf(text, sizeof(text), "%.9f", gb);
+    CudaFixture full("tiny_a/hf_flat_fused", "max");
+    CudaFixture small("tiny_a/hf_flat_fused", text);
+    ReferenceFile reference("tiny_a/reference/logits.safetensors");
+    const std::vector<int32_t> prompt = reference.tokens("input_ids.chat");
+    EXPECT_EQ(all_logits(*full.gpu, prompt), all_logits(*small.gpu, prompt));
+    EXPECT_EQ(generate(*full.gpu, prompt, 2), generate(*small.gpu, prompt, 2));
+}
+
+TEST(CudaModel, BuiltWithoutCudaOrWithoutDeviceSaysSo) {
+    if (have_device()) GTEST_SKIP() << "a device is present";
+    FixtureEngine cpu("tiny_a/hf_flat_fused");
+    engine::DirectExpertReader experts(cpu.weights->store_dir + "/experts.bin",
+                                       cpu.weights->manifest.experts);
+    EXPECT_THROW(engine::cuda::make_cuda_model(*cpu.weights, experts, {}), Error);
+}
+
+}  // namespace
+}  // namespace cherenkov::testing

@@ -1,0 +1,358 @@
+// The device Gated DeltaNet (engine/cuda/gated_deltanet.cu) against the CPU layer
+// (engine::gated_deltanet_forward) on random Q4 weights and random states: the output, the final
+// recurrent and conv states and the per-row snapshots, on the Flash shape and small odd shapes
+// for 1, 3 and 37 rows, and one call of 5 rows against calls of 2 and 3 rows. Skips without a
+// device; in a build without CUDA it checks that the call says so.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "base/half.h"
+#include "engine/cpu/thread_pool.h"
+#include "engine/cuda/device_info.h"
+#include "engine/cuda/gated_deltanet_check.h"
+#include "engine/model/layers.h"
+
+namespace cherenkov::engine::cuda {
+namespace {
+
+using model_data::qwen4_exp::Config;
+using model_data::qwen4_exp::GateActivation;
+
+// |gpu − cpu| ≤ kTolerance·(rms(cpu) + |cpu|) per element of each compared tensor. Both sides
+// compute in float32 in different orders (GEMV partial sums, the dk reductions of the recurrence
+// in 8 partial sums); those roundings stay around 1e-5 of the tensor's scale through the layer,
+// while an indexing or formula bug is off by O(1) of it.
+constexpr double kTolerance = 1e-3;
+
+struct Shape {
+    const char* name;
+    int64_t hidden;
+    int64_t key_heads;    // Hk
+    int64_t value_heads;  // Hv
+    int64_t dk;
+    int64_t dv;
+    int64_t taps;  // Kc
+    GateActivation gate;
+};
+
+// Flash: H 2560, 16 key heads, 48 value heads × 128, conv 4, sigmoid gate. The small shapes
+// leave recurrence lanes idle (dv 48, 80: partial 32-column tiles) and use the other gate and
+// conv width.
+constexpr Shape kFlash{"flash", 2560, 16, 48, 128, 128, 4, GateActivation::Sigmoid};
+constexpr Shape kSmallSilu{"small_silu", 128, 2, 4, 32, 48, 3, GateActivation::Silu};
+constexpr Shape kSmallSigmoid{"small_sigmoid", 192, 1, 4, 64, 80, 4, GateActivation::Sigmoid};
+
+Config make_config(const Shape& shape) {
+    Config c;
+    c.hidden_size = shape.hidden;
+    c.linear_num_key_heads = shape.key_heads;
+    c.linear_num_value_heads = shape.value_heads;
+    c.linear_key_head_dim = shape.dk;
+    c.linear_value_head_dim = shape.dv;
+    c.linear_conv_kernel_dim = shape.taps;
+    c.rms_norm_eps = 1e-6;
+    c.output_gate = shape.gate;
+    // §1.4 derived values, as parse_config fills them.
+    c.key_dim = shape.key_heads * shape.dk;
+    c.value_dim = shape.value_heads * shape.dv;
+    c.conv_dim = 2 * c.key_dim + c.value_dim;
+    c.gdn_head_ratio = shape.value_heads / shape.key_heads;
+    return c;
+}
+
+uint64_t splitmix(uint64_t& state) {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+float uniform(uint64_t& state) {  // [-1, 1)
+    return static_cast<float>(splitmix(state) >> 40) / static_cast<float>(1 << 23) - 1.0F;
+}
+
+std::vector<float> random_vector(size_t n, float scale, uint64_t seed) {
+    uint64_t state = seed;
+    std::vector<float> values(n);
+    for (float& v : values) v = scale * uniform(state);
+    return values;
+}
+
+constexpr int kBits = 4;
+constexpr int kGroupSize = 64;
+constexpr size_t kAlign = 256;
+
+// One host allocation holding every weight tensor at 256-byte offsets, uploaded as a whole (the
+// device copy then keeps codes 16-byte aligned, as dense.bin does).
+class WeightBuffer {
+public:
+    explicit WeightBuffer(size_t capacity) : bytes_(capacity) {}
+
+    template <typename T>
+    T* take(size_t n) {
+        const size_t at = used_;
+        used_ = (at + n * sizeof(T) + kAlign - 1) / kAlign * kAlign;
+        if (used_ > bytes_.size()) throw_internal("test weight buffer too small");
+        return reinterpret_cast<T*>(bytes_.data() + at);
+    }
+    const void* data() const { return bytes_.data(); }
+    uint64_t size() const { return bytes_.size(); }
+
+private:
+    std::vector<uint8_t> bytes_;
+    size_t used_ = 0;
+};
+
+size_t linear_bytes(int64_t rows, int64_t cols) {
+    const auto codes = static_cast<size_t>(rows * cols * kBits / 8);
+    const auto groups = static_cast<size_t>(rows * (cols / kGroupSize));
+    return codes + 4 * groups + 3 * kAlign;
+}
+
+// A random Q4 g64 matrix [rows, cols]: codes uniform, scale ±s and bias −7.5·s (+ noise) per
+// group, so w is roughly uniform in ±7.5·s with s chosen for outputs of size ~0.6 from inputs
+// uniform in ±1.
+Linear make_linear(WeightBuffer& buffer, int64_t rows, int64_t cols, uint64_t seed) {
+    uint64_t state = seed * 0x100000001B3ULL + 1;
+    const auto n_codes = static_cast<size_t>(rows * cols * kBits / 8);
+    const auto n_groups = static_cast<size_t>(rows * (cols / kGroupSize));
+    auto* codes = buffer.take<uint8_t>(n_codes);
+    auto* scales = buffer.take<uint16_t>(n_groups);
+    auto* biases = buffer.take<uint16_t>(n_groups);
+    for (size_t i = 0; i < n_codes; ++i) codes[i] = static_cast<uint8_t>(splitmix(state));
+    const float s = 0.23F / std::sqrt(static_cast<float>(cols));
+    for (size_t g = 0; g < n_groups; ++g) {
+        const float scale =
+            s * (1.0F + 0.3F * uniform(state)) * (uniform(state) < 0.0F ? -1.0F : 1.0F);
+        scales[g] = float_to_bf16(scale);
+        biases[g] = float_to_bf16(-7.5F * scale + 0.1F * s * uniform(state));
+    }
+    Linear linear;
+    linear.quantized = true;
+    linear.affine = AffineMatrix{rows, cols, kBits, kGroupSize, codes, scales, biases};
+    return linear;
+}
+
+struct TestLayer {
+    Config config;
+    WeightBuffer buffer;
+    GatedDeltaNetWeights weights;
+    GatedDeltaNetState initial;
+};
+
+float* fill_floats(WeightBuffer& buffer, const std::vector<float>& values) {
+    float* out = buffer.take<float>(values.size());
+    std::copy(values.begin(), values.end(), out);
+    return out;
+}
+
+size_t weight_capacity(const Config& c) {
+    const int64_t h = c.hidden_size;
+    const int64_t hv = c.linear_num_value_heads;
+    return linear_bytes(c.conv_dim, h) + linear_bytes(c.value_dim, h) + 2 * linear_bytes(hv, h) +
+           linear_bytes(h, c.value_dim) +
+           4 * static_cast<size_t>(c.conv_dim * c.linear_conv_kernel_dim + 3 * hv +
+                                   c.linear_value_head_dim) +
+           4 * kAlign;
+}
+
+TestLayer make_layer(const Shape& shape, uint64_t seed) {
+    const Config c = make_config(shape);
+    TestLayer layer{c, WeightBuffer(weight_capacity(c)), {}, {}};
+    const int64_t h = c.hidden_size;
+    const int64_t hv = c.linear_num_value_heads;
+    WeightBuffer& buffer = layer.buffer;
+    GatedDeltaNetWeights& w = layer.weights;
+    w.in_qkv = make_linear(buffer, c.conv_dim, h, seed + 1);
+    w.in_z = make_linear(buffer, c.value_dim, h, seed + 2);
+    w.in_b = make_linear(buffer, hv, h, seed + 3);
+    w.in_a = make_linear(buffer, hv, h, seed + 4);
+    w.out = make_linear(buffer, h, c.value_dim, seed + 5);
+    w.conv = fill_floats(
+        buffer,
+        random_vector(static_cast<size_t>(c.conv_dim * c.linear_conv_kernel_dim), 0.7F, seed + 6));
+    // dt_bias uniform in [-6, 0] (per-row decays g = exp(-exp(a_log)·softplus(a + dt_bias)) from
+    // ~0.99, a long memory as in trained models, down to ~0); a_log = log(uniform(1, 16)); the
+    // norm weight around 1.
+    std::vector<float> dt_bias = random_vector(static_cast<size_t>(hv), 3.0F, seed + 7);
+    for (float& v : dt_bias) v -= 3.0F;
+    w.dt_bias = fill_floats(buffer, dt_bias);
+    std::vector<float> a_log = random_vector(static_cast<size_t>(hv), 1.0F, seed + 8);
+    for (float& v : a_log) v = std::log(1.0F + 7.5F * (v + 1.0F));
+    w.a_log = fill_floats(buffer, a_log);
+    std::vector<float> norm =
+        random_vector(static_cast<size_t>(c.linear_value_head_dim), 0.5F, seed + 9);
+    for (float& v : norm) v += 1.0F;
+    w.norm = fill_floats(buffer, norm);
+
+    layer.initial.conv = random_vector(
+        static_cast<size_t>((c.linear_conv_kernel_dim - 1) * c.conv_dim), 1.0F, seed + 10);
+    layer.initial.recurrent = random_vector(
+        static_cast<size_t>(hv * c.linear_key_head_dim * c.linear_value_head_dim), 0.5F, seed + 11);
+    return layer;
+}
+
+struct Result {
+    std::vector<float> y;
+    GatedDeltaNetState state;
+    std::vector<float> recurrent_snapshots;  // [T, Hv·dk·dv] (empty without snapshots)
+    std::vector<float> conv_snapshots;       // [T, (Kc-1)·conv_dim]
+};
+
+Result run_cpu(const TestLayer& layer, const std::vector<float>& mix, int64_t n_rows,
+               bool snapshots, ThreadPool* pool) {
+    Result r;
+    r.state = layer.initial;
+    r.y.resize(static_cast<size_t>(n_rows * layer.config.hidden_size));
+    std::vector<RowSnapshot> rows;
+    LayerContext ctx;
+    ctx.config = &layer.config;
+    ctx.pool = pool;
+    ctx.layer_index = 0;
+    if (snapshots) {
+        rows.resize(static_cast<size_t>(n_rows));
+        for (RowSnapshot& snap : rows) {
+            snap.gdn.resize(1);
+            snap.gdn[0].recurrent.resize(layer.initial.recurrent.size());
+        }
+        ctx.snapshots = &rows;
+    }
+    gated_deltanet_forward(layer.weights, r.state, mix.data(), n_rows, r.y.data(), ctx);
+    for (const RowSnapshot& snap : rows) {
+        const GatedDeltaNetState& s = snap.gdn[0];
+        r.recurrent_snapshots.insert(r.recurrent_snapshots.end(), s.recurrent.begin(),
+                                     s.recurrent.end());
+        r.conv_snapshots.insert(r.conv_snapshots.end(), s.conv.begin(), s.conv.end());
+    }
+    return r;
+}
+
+Result run_gpu(const TestLayer& layer, const std::vector<float>& mix,
+               const std::vector<int64_t>& chunks, bool snapshots) {
+    int64_t n_rows = 0;
+    for (const int64_t rows : chunks) n_rows += rows;
+    Result r;
+    r.state = layer.initial;
+    r.y.resize(static_cast<size_t>(n_rows * layer.config.hidden_size));
+    if (snapshots) {
+        r.recurrent_snapshots.resize(static_cast<size_t>(n_rows) * layer.initial.recurrent.size());
+        r.conv_snapshots.resize(static_cast<size_t>(n_rows) * layer.initial.conv.size());
+    }
+    gated_deltanet_check(layer.config, layer.weights, layer.buffer.data(), layer.buffer.size(),
+                         r.state, mix.data(), chunks, r.y.data(),
+                         snapshots ? r.recurrent_snapshots.data() : nullptr,
+                         snapshots ? r.conv_snapshots.data() : nullptr);
+    return r;
+}
+
+// Checks every element against kTolerance; returns max |gpu − cpu| / rms(cpu).
+double compare(const std::vector<float>& gpu, const std::vector<float>& cpu,
+               const std::string& what) {
+    EXPECT_EQ(gpu.size(), cpu.size()) << what;
+    if (gpu.size() != cpu.size() || cpu.empty()) return 0.0;
+    double sum_squares = 0.0;
+    for (const float v : cpu) sum_squares += static_cast<double>(v) * v;
+    const double rms = std::sqrt(sum_squares / static_cast<double>(cpu.size()));
+    double worst = 0.0;
+    for (size_t i = 0; i < cpu.size(); ++i) {
+        const double diff = std::fabs(static_cast<double>(gpu[i]) - cpu[i]);
+        const double bound = kTolerance * (rms + std::fabs(cpu[i]));
+        if (!(diff <= bound)) {  // NaN fails too
+            ADD_FAILURE() << what << ": element " << i << " gpu=" << gpu[i] << " cpu=" << cpu[i]
+                          << " (rms " << rms << ")";
+            return std::numeric_limits<double>::infinity();
+        }
+        worst = std::max(worst, diff / rms);
+    }
+    return worst;
+}
+
+void compare_results(const Result& gpu, const Result& cpu, const std::string& what) {
+    const double y = compare(gpu.y, cpu.y, what + " y");
+    const double recurrent =
+        compare(gpu.state.recurrent, cpu.state.recurrent, what + " recurrent state");
+    const double conv = compare(gpu.state.conv, cpu.state.conv, what + " conv state");
+    const double recurrent_snaps =
+        compare(gpu.recurrent_snapshots, cpu.recurrent_snapshots, what + " recurrent snapshots");
+    const double conv_snaps =
+        compare(gpu.conv_snapshots, cpu.conv_snapshots, what + " conv snapshots");
+    std::printf("%s: max |gpu-cpu|/rms: y %.3g, recurrent %.3g, conv %.3g, snapshots %.3g / %.3g\n",
+                what.c_str(), y, recurrent, conv, recurrent_snaps, conv_snaps);
+}
+
+class CudaGatedDeltaNet : public ::testing::Test {
+protected:
+    void SetUp() override {
+        const DeviceQuery query = query_devices();
+        if (query.devices.empty()) GTEST_SKIP() << "no CUDA device: " << query.unavailable_reason;
+    }
+
+    // T = 1, 3 and 37 rows in one call each; snapshots at T = 3 (and at every T when asked).
+    void check_shape(const Shape& shape, bool all_snapshots) {
+        const TestLayer layer = make_layer(shape, 100);
+        for (const int64_t n_rows : {int64_t{1}, int64_t{3}, int64_t{37}}) {
+            const bool snapshots = all_snapshots || n_rows == 3;
+            const auto mix = random_vector(static_cast<size_t>(n_rows * shape.hidden), 1.0F,
+                                           static_cast<uint64_t>(7 + n_rows));
+            const Result cpu = run_cpu(layer, mix, n_rows, snapshots, &pool_);
+            const Result gpu = run_gpu(layer, mix, {n_rows}, snapshots);
+            compare_results(gpu, cpu, std::string(shape.name) + " T=" + std::to_string(n_rows));
+            if (HasFailure()) return;
+        }
+    }
+
+    ThreadPool pool_{0};
+};
+
+TEST_F(CudaGatedDeltaNet, MatchesCpuOnSmallShapes) {
+    check_shape(kSmallSilu, true);
+    if (HasFailure()) return;
+    check_shape(kSmallSigmoid, true);
+}
+
+TEST_F(CudaGatedDeltaNet, MatchesCpuOnFlashShape) {
+    check_shape(kFlash, false);
+}
+
+// The state carries between calls: 5 rows in one call equal calls of 2 and 3 rows (snapshots
+// included), and both match the CPU's 5 rows.
+TEST_F(CudaGatedDeltaNet, OneCallOfFiveRowsMatchesCallsOfTwoAndThree) {
+    for (const Shape& shape : {kSmallSilu, kFlash}) {
+        const TestLayer layer = make_layer(shape, 200);
+        const auto mix = random_vector(static_cast<size_t>(5 * shape.hidden), 1.0F, 55);
+        const Result cpu = run_cpu(layer, mix, 5, true, &pool_);
+        const Result whole = run_gpu(layer, mix, {5}, true);
+        const Result split = run_gpu(layer, mix, {2, 3}, true);
+        compare_results(whole, cpu, std::string(shape.name) + " T=5");
+        compare_results(split, cpu, std::string(shape.name) + " T=2+3");
+        compare_results(split, whole, std::string(shape.name) + " T=2+3 vs T=5 on the device");
+        if (HasFailure()) return;
+    }
+}
+
+// Without CUDA the test entry reports why instead of crashing.
+TEST(CudaGatedDeltaNetUnavailable, CallSaysBuiltWithoutCuda) {
+    if (query_devices().built_with_cuda) GTEST_SKIP() << "built with CUDA";
+    const TestLayer layer = make_layer(kSmallSilu, 1);
+    GatedDeltaNetState state = layer.initial;
+    std::vector<float> mix(static_cast<size_t>(kSmallSilu.hidden));
+    std::vector<float> y(mix.size());
+    try {
+        gated_deltanet_check(layer.config, layer.weights, layer.buffer.data(), layer.buffer.size(),
+                             state, mix.data(), {1}, y.data(), nullptr, nullptr);
+        FAIL() << "gated_deltanet_check did not throw";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("built without CUDA"), std::string::npos) << e.what();
+    }
+}
+
+}  // namespace
+}  // namespace cherenkov::engine::cuda
