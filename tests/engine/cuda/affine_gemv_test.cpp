@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "base/error.h"
-#include "base/half.h"
 #include "engine/cpu/matmul.h"
 #include "engine/cpu/thread_pool.h"
+#include "engine/cuda/affine_test_matrix.h"
 #include "engine/cuda/device_buffer.h"
 #include "engine/cuda/device_info.h"
 
@@ -25,111 +25,14 @@ namespace {
 
 constexpr int kBits[] = {2, 3, 4, 8};
 
-// Relative tolerance against the size of the terms: |gpu − cpu| ≤ kTolerance·Σ_c (|w|+2|b|)·|x|.
-// Both sides sum in float32 in different orders (the GPU as scale·Σqx + bias·Σx per 32 columns),
-// so they differ by rounding of the partial sums; an indexing bug is off by O(1) of that.
-constexpr double kTolerance = 1e-5;
-
-uint64_t splitmix(uint64_t& state) {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
-
-float uniform(uint64_t& state) {  // [-1, 1)
-    return static_cast<float>(splitmix(state) >> 40) / static_cast<float>(1 << 23) - 1.0F;
-}
-
-// A random affine matrix on the host (random code bytes, scales ~0.01-0.03 of either sign,
-// biases centred so w is roughly zero-mean, a third of the rows offset to one sign) and on the
-// device.
-struct TestMatrix {
-    int64_t rows = 0;
-    int64_t cols = 0;
-    int bits = 4;
-    int group_size = 64;
-    std::vector<uint8_t> codes;
-    std::vector<uint16_t> scales;
-    std::vector<uint16_t> biases;
-    DeviceBuffer d_codes;
-    DeviceBuffer d_scales;
-    DeviceBuffer d_biases;
-
-    AffineMatrix host() const {
-        return AffineMatrix{rows,         cols,          bits,         group_size,
-                            codes.data(), scales.data(), biases.data()};
-    }
-    DeviceAffineMatrix device() const {
-        return DeviceAffineMatrix{rows,
-                                  cols,
-                                  bits,
-                                  group_size,
-                                  d_codes.as<const uint8_t>(),
-                                  d_scales.as<const uint16_t>(),
-                                  d_biases.as<const uint16_t>()};
-    }
-};
-
-TestMatrix make_matrix(int64_t rows, int64_t cols, int bits, int group_size, uint64_t seed) {
-    TestMatrix m;
-    m.rows = rows;
-    m.cols = cols;
-    m.bits = bits;
-    m.group_size = group_size;
-    uint64_t state = seed * 0x100000001B3ULL + 1;
-    m.codes.resize(static_cast<size_t>(rows) * static_cast<size_t>(cols) * bits / 8);
-    for (size_t i = 0; i < m.codes.size(); i += 8) {
-        const uint64_t r = splitmix(state);
-        std::memcpy(m.codes.data() + i, &r, std::min<size_t>(8, m.codes.size() - i));
-    }
-    const auto n_groups = static_cast<size_t>(rows * (cols / group_size));
-    const float levels = static_cast<float>((1 << bits) - 1);
-    for (size_t g = 0; g < n_groups; ++g) {
-        const float scale =
-            (0.02F + 0.01F * uniform(state)) * (uniform(state) < 0.0F ? -1.0F : 1.0F);
-        const int64_t row = static_cast<int64_t>(g) / (cols / group_size);
-        const float offset = row % 3 == 0 ? 0.3F : 0.0F;
-        m.scales.push_back(float_to_bf16(scale / levels * 15.0F));
-        m.biases.push_back(float_to_bf16(-scale * 7.5F + offset + 0.01F * uniform(state)));
-    }
-    m.d_codes = DeviceBuffer(m.codes.size());
-    m.d_codes.upload(m.codes.data(), m.codes.size());
-    m.d_scales = DeviceBuffer(m.scales.size() * 2);
-    m.d_scales.upload(m.scales.data(), m.scales.size() * 2);
-    m.d_biases = DeviceBuffer(m.biases.size() * 2);
-    m.d_biases.upload(m.biases.data(), m.biases.size() * 2);
-    return m;
-}
-
-std::vector<float> random_vector(size_t n, uint64_t seed) {
-    uint64_t state = seed;
-    std::vector<float> values(n);
-    for (float& v : values) v = uniform(state);
-    return values;
-}
-
-// Σ_c (|w| + 2|b|)·|x| for each (t, row): the scale of the rounding the two sides may differ by.
-std::vector<double> magnitudes(const TestMatrix& m, const std::vector<float>& x, size_t x_stride,
-                               int n_rows) {
-    std::vector<double> out(static_cast<size_t>(n_rows * m.rows));
-    std::vector<float> dense(static_cast<size_t>(m.cols));
-    const int64_t n_groups = m.cols / m.group_size;
-    for (int64_t row = 0; row < m.rows; ++row) {
-        dequantize_row(m.host(), row, dense.data());
-        for (int t = 0; t < n_rows; ++t) {
-            double sum = 0.0;
-            for (int64_t c = 0; c < m.cols; ++c) {
-                const double b =
-                    bf16_to_float(m.biases[static_cast<size_t>(row * n_groups + c / m.group_size)]);
-                sum += (std::fabs(dense[static_cast<size_t>(c)]) + 2.0 * std::fabs(b)) *
-                       std::fabs(x[t * x_stride + static_cast<size_t>(c)]);
-            }
-            out[static_cast<size_t>(t * m.rows + row)] = sum;
-        }
-    }
-    return out;
-}
+// The tolerance, matrices and inputs of affine_test_matrix.h; the GPU sums as scale·Σqx + bias·Σx
+// per 32 columns.
+using affine_test::kTolerance;
+using affine_test::magnitudes;
+using affine_test::make_matrix;
+using affine_test::random_vector;
+using affine_test::TestMatrix;
+using affine_test::uniform;
 
 bool have_device() {
     return !query_devices().devices.empty();
@@ -157,7 +60,7 @@ ErrorStats check_dense(const TestMatrix& m, size_t x_stride, size_t y_stride, ui
     const auto x = random_vector(x_stride * kMaxGemvRows, seed);
     std::vector<float> expected(y_stride * kMaxGemvRows);
     matmul(m.host(), x.data(), x_stride, kMaxGemvRows, expected.data(), y_stride, pool);
-    const std::vector<double> scale = magnitudes(m, x, x_stride, kMaxGemvRows);
+    const std::vector<double> scale = magnitudes(m, x, x_stride, kMaxGemvRows, pool);
     DeviceBuffer d_x(x.size() * sizeof(float));
     d_x.upload(x.data(), x.size() * sizeof(float));
     DeviceBuffer d_y(expected.size() * sizeof(float));
@@ -290,7 +193,7 @@ void cpu_experts(const TestExperts& ex, const std::vector<float>& weights, int n
         matmul(ex.up[e].host(), x.data(), hidden, n_rows, u.data(), inter, pool);
         for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1.0F + std::exp(-g[i])) * u[i];
         matmul(ex.down[e].host(), g.data(), inter, n_rows, out.data(), hidden, pool);
-        const std::vector<double> mag = magnitudes(ex.down[e], g, inter, n_rows);
+        const std::vector<double> mag = magnitudes(ex.down[e], g, inter, n_rows, pool);
         for (int t = 0; t < n_rows; ++t) {
             const float w = weights[static_cast<size_t>(e) * n_rows + t];
             if (w == 0.0F) continue;

@@ -1,0 +1,84 @@
+// The linear-algebra layer of the CUDA forward pass (device_layers.cuh): linear_apply and
+// affine_matmul route each product to the decode GEMV (affine_gemv.h, 1-4 rows) or the tiled
+// prefill GEMM (affine_gemm.h), then add the bias. No kernel of its own but the bias add.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+
+#include "base/error.h"
+#include "engine/cuda/affine_gemm.h"
+#include "engine/cuda/affine_gemv.h"
+#include "engine/cuda/cuda_check.cuh"
+#include "engine/cuda/device_layers.cuh"
+#include "engine/cuda/device_linear_check.h"
+
+namespace cherenkov::engine::cuda {
+namespace {
+
+// y[t, r] += bias[r]; y: [n_rows, n_out] contiguous.
+__global__ void add_bias_kernel(float* y, const float* bias, int64_t n_rows, int64_t n_out) {
+    const int64_t n = n_rows * n_out;
+    for (int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; index < n;
+         index += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+        y[index] += bias[index % n_out];
+    }
+}
+
+bool aligned(const void* pointer, size_t alignment) {
+    return reinterpret_cast<uintptr_t>(pointer) % alignment == 0;
+}
+
+}  // namespace
+
+void affine_matmul(const DeviceAffineMatrix& w, const float* x, size_t x_stride, int64_t n_rows,
+                   float* y, size_t y_stride, cudaStream_t stream) {
+    if (n_rows < 0) throw_invalid("[affine_matmul] n_rows " + std::to_string(n_rows));
+    if (n_rows == 0) return;
+    // The GEMV wants 16-byte x rows; anything it cannot take goes to the GEMM, which takes all.
+    const bool gemv_fits = n_rows <= kMaxGemvRows && affine_gemv_supports(w.bits, w.group_size) &&
+                           aligned(x, 16) && (n_rows == 1 || x_stride % 4 == 0) &&
+                           aligned(w.codes, 16);
+    if (gemv_fits) {
+        const size_t gemv_stride = n_rows == 1 ? 0 : x_stride;  // 1 row: stride unused
+        affine_gemv(w, x, gemv_stride, static_cast<int>(n_rows), y, y_stride, stream);
+        return;
+    }
+    affine_gemm(w, x, x_stride, n_rows, y, y_stride, stream);
+}
+
+void linear_apply(const DeviceLinear& linear, const float* x, int64_t n_rows, float* y,
+                  cudaStream_t stream) {
+    if (n_rows < 0) throw_invalid("[linear_apply] n_rows " + std::to_string(n_rows));
+    if (n_rows == 0) return;
+    const int64_t in = linear.in_features();
+    const int64_t out = linear.out_features();
+    if (linear.quantized) {
+        if (linear.affine.rows != out || linear.affine.cols != in) {
+            throw_internal("[linear_apply] DeviceLinear shape [" + std::to_string(out) + ", " +
+                           std::to_string(in) + "] differs from its affine matrix's");
+        }
+        affine_matmul(linear.affine, x, static_cast<size_t>(in), n_rows, y,
+                      static_cast<size_t>(out), stream);
+    } else {
+        f32_matmul(DeviceF32Matrix{out, in, linear.dense}, x, static_cast<size_t>(in), n_rows, y,
+                   static_cast<size_t>(out), stream);
+    }
+    if (linear.bias == nullptr) return;
+    const int64_t n = n_rows * out;
+    const auto blocks = static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 4096));
+    add_bias_kernel<<<blocks, 256, 0, stream>>>(y, linear.bias, n_rows, out);
+    CHERENKOV_CUDA_CHECK(cudaGetLastError());
+}
+
+void linear_apply_plain(const DeviceLinear& linear, const float* x, int64_t n_rows, float* y,
+                        void* stream) {
+    linear_apply(linear, x, n_rows, y, static_cast<cudaStream_t>(stream));
+}
+
+void affine_matmul_plain(const DeviceAffineMatrix& w, const float* x, size_t x_stride,
+                         int64_t n_rows, float* y, size_t y_stride, void* stream) {
+    affine_matmul(w, x, x_stride, n_rows, y, y_stride, static_cast<cudaStream_t>(stream));
+}
+
+}  // namespace cherenkov::engine::cuda
