@@ -136,9 +136,11 @@ void bench_gemm(int bits, const std::vector<int>& row_counts, double peak, cudaS
         CHECK(cudaGraphExecDestroy(exec));
         const double us = ms * 1e3 / launches;
         const double tflops = 2.0 * rows * cols * n_rows / (us * 1e-6) / 1e12;
-        std::printf("affine_gemm [%lld,%lld] Q%d g%d %5d rows %10.2f us %8.2f TFLOP/s %6.1f%% of fp32 peak\n",
-                    static_cast<long long>(rows), static_cast<long long>(cols), bits, group, n_rows,
-                    us, tflops, 100.0 * tflops / peak);
+        std::printf(
+            "affine_gemm [%lld,%lld] Q%d g%d %5d rows %10.2f us %8.2f TFLOP/s %6.1f%% of fp32 "
+            "peak\n",
+            static_cast<long long>(rows), static_cast<long long>(cols), bits, group, n_rows, us,
+            tflops, 100.0 * tflops / peak);
         std::fflush(stdout);
     }
     CHECK(cudaFree(codes));

@@ -25,10 +25,10 @@
 namespace cherenkov::engine::cuda {
 namespace {
 
-constexpr int kBN = 128;            // weight rows per block tile
-constexpr int kBK = 32;             // columns per K step (one piece)
-constexpr int kXStride = kBK + 4;   // floats per token row of Xs: 16-byte rows, banks staggered
-constexpr int kRowsPerThread = 8;   // weight rows of a thread's micro-tile
+constexpr int kBN = 128;                // weight rows per block tile
+constexpr int kBK = 32;                 // columns per K step (one piece)
+constexpr int kXStride = kBK + 4;       // floats per token row of Xs: 16-byte rows, banks staggered
+constexpr int kRowsPerThread = 8;       // weight rows of a thread's micro-tile
 constexpr int kMaxTokens = 65535 * 32;  // grid.y limit at the smallest token tile
 
 struct GemmParams {
@@ -42,7 +42,7 @@ struct GemmParams {
     bool w_vec;  // W rows may be read as float4 (data 16-byte aligned, cols % 4 == 0)
     int rows;
     int cols;
-    int n_pieces;  // ceil(cols / 32)
+    int n_pieces;    // ceil(cols / 32)
     const float* x;  // [n_tokens, x_stride]
     size_t x_stride;
     bool x_vec;  // x may be copied 16 bytes at a time (16-byte aligned, x_stride % 4 == 0)
@@ -246,7 +246,8 @@ __device__ __forceinline__ void load_x_tile(const GemmParams& p, float* xs, int 
             cp_async_16(dst, valid > 0 ? src : p.x, valid * 4);
         } else {
 #pragma unroll
-            for (int e = 0; e < 4; ++e) cp_async_4(dst + e, e < valid ? src + e : p.x, e < valid ? 4 : 0);
+            for (int e = 0; e < 4; ++e)
+                cp_async_4(dst + e, e < valid ? src + e : p.x, e < valid ? 4 : 0);
         }
     }
 }
@@ -287,7 +288,8 @@ constexpr size_t kGemmSharedBytes = 2 * (size_t{kBK} * kBN + size_t{BM} * kXStri
 
 // One block: output rows [blockIdx.x·128, +128) × tokens [blockIdx.y·BM, +BM).
 template <typename Tile, int BM, int TOK>
-__global__ void __launch_bounds__(kGemmThreads<BM, TOK>, (BM == 128 ? 1 : 2)) gemm_kernel(const GemmParams p) {
+__global__ void __launch_bounds__(kGemmThreads<BM, TOK>, (BM == 128 ? 1 : 2))
+    gemm_kernel(const GemmParams p) {
     constexpr int kThreads = kGemmThreads<BM, TOK>;
     constexpr int kSplit = kThreads / kBN;  // producer threads per weight row
     static_assert(kSplit * kBN == kThreads && (kSplit == 1 || kSplit == 2));
@@ -407,7 +409,8 @@ __global__ void __launch_bounds__(kGemvThreads) f32_gemv_kernel(const F32GemvPar
             for (int c = part * 32 + lane; c < p.cols; c += stride) {
                 const float a = __ldg(w + c);
 #pragma unroll
-                for (int t = 0; t < R; ++t) acc[t] = fmaf(a, __ldg(p.x + t * p.x_stride + c), acc[t]);
+                for (int t = 0; t < R; ++t)
+                    acc[t] = fmaf(a, __ldg(p.x + t * p.x_stride + c), acc[t]);
             }
         }
     }
@@ -574,8 +577,8 @@ void affine_gemm(const DeviceAffineMatrix& w, const float* x, size_t x_stride, i
     }
 }
 
-void f32_matmul(const DeviceF32Matrix& w, const float* x, size_t x_stride, int64_t n_rows,
-                float* y, size_t y_stride, void* stream) {
+void f32_matmul(const DeviceF32Matrix& w, const float* x, size_t x_stride, int64_t n_rows, float* y,
+                size_t y_stride, void* stream) {
     if (w.rows <= 0 || w.cols <= 0 || w.rows > (int64_t{1} << 30) || w.cols > (int64_t{1} << 30)) {
         throw_invalid("[f32_matmul] matrix shape [" + std::to_string(w.rows) + ", " +
                       std::to_string(w.cols) + "]");

@@ -32,7 +32,7 @@ void affine_gemm(const DeviceAffineMatrix& w, const float* x, size_t x_stride, i
 // The same product for float32 weights: 1-4 rows as a GEMV (warps along each weight row), more
 // rows tiled like affine_gemm. Any shape and alignment; float4 loads where W, x and the strides
 // allow them.
-void f32_matmul(const DeviceF32Matrix& w, const float* x, size_t x_stride, int64_t n_rows,
-                float* y, size_t y_stride, void* stream);
+void f32_matmul(const DeviceF32Matrix& w, const float* x, size_t x_stride, int64_t n_rows, float* y,
+                size_t y_stride, void* stream);
 
 }  // namespace cherenkov::engine::cuda

@@ -62,8 +62,7 @@ struct TestMatrix {
     }
 };
 
-inline TestMatrix make_matrix(int64_t rows, int64_t cols, int bits, int group_size,
-                              uint64_t seed) {
+inline TestMatrix make_matrix(int64_t rows, int64_t cols, int bits, int group_size, uint64_t seed) {
     TestMatrix m;
     m.rows = rows;
     m.cols = cols;
