@@ -9,6 +9,9 @@ export LD_LIBRARY_PATH="$root/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 out=${OUT:-/tmp}
 bin="$root/.gpu/bin"
 status=0
+# The tests find tests/fixtures through the source path compiled in (the build machine's
+# checkout, /work/main); point it at this checkout when it does not exist here.
+if [[ ! -e /work/main ]]; then mkdir -p /work && ln -s "$root" /work/main; fi
 (cd "$root" && timeout "${TEST_TIMEOUT:-400}" "$bin/engine_tests" \
     --gtest_filter="${GTEST_FILTER:-*Cuda*:*cuda*}" >"$out/gpu_tests.log" 2>&1) || status=1
 grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]|worst|differs|Failure" "$out/gpu_tests.log" | head -60
