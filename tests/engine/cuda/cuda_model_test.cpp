@@ -208,7 +208,7 @@ TEST(CudaModel, MtpCatchUpMatchesTheCpu) {
         const int32_t draft = static_cast<int32_t>(
             engine::argmax(std::span<const float>(r.logits).last(static_cast<size_t>(model->vocab_size()))));
         chained.push_back(
-            model->mtp_chain(state, r.last_residual, draft, state.position + 1, 1).logits);
+            model->mtp_chain(state, r.last_residual, draft, state.position, 1).logits);
     }
     EXPECT_LE(max_abs_diff(logits[0], logits[1]), kLogitTolerance);
     EXPECT_LE(max_abs_diff(chained[0], chained[1]), kLogitTolerance);
