@@ -23,13 +23,7 @@ SequenceState Model::new_sequence(int64_t max_ctx) const {
 }
 
 void Model::check_tokens(std::span<const int32_t> tokens) const {
-    for (size_t i = 0; i < tokens.size(); ++i) {
-        if (tokens[i] < 0 || tokens[i] >= weights_.config.vocab_size) {
-            throw_invalid("token id " + std::to_string(tokens[i]) + " at index " +
-                          std::to_string(i) + " is outside the vocabulary [0, " +
-                          std::to_string(weights_.config.vocab_size) + ")");
-        }
-    }
+    check_token_ids(weights_.config, tokens);
 }
 
 void Model::head(const HyperConnectionWeights& mixer, const Linear& lm_head, const float* x,
@@ -144,16 +138,8 @@ void Model::commit(SequenceState& state, int64_t n_rows) {
 MtpResult Model::mtp_catch_up(SequenceState& state, int32_t next_token, bool all_logits,
                               ForwardTrace* trace) {
     if (!has_mtp()) throw_internal("mtp_catch_up on a model without MTP weights");
-    const int64_t width = weights_.config.hc_width();
     const int64_t first = state.mtp_length;
-    const int64_t n_rows = state.position - first;
-    if (n_rows <= 0 || static_cast<int64_t>(state.pending_residuals.size()) != n_rows * width) {
-        throw_internal("MTP catch-up needs the residuals of rows " + std::to_string(first) + ".." +
-                       std::to_string(state.position - 1));
-    }
-    std::vector<int32_t> tokens(state.tokens.begin() + first + 1, state.tokens.end());
-    tokens.push_back(next_token);
-    check_tokens(tokens);
+    const std::vector<int32_t> tokens = mtp_catch_up_tokens(weights_.config, state, next_token);
     for (LayerState& layer : state.mtp_layers) {
         layer.attention.truncate(
             first, weights_.config.indexer ? weights_.config.indexer->compress_ratio : 0);

@@ -30,6 +30,31 @@ std::vector<int64_t> layer_ngram_ids(const ModelWeights& weights, const Sequence
     return next_context;
 }
 
+void check_token_ids(const q4::Config& c, std::span<const int32_t> tokens) {
+    for (size_t i = 0; i < tokens.size(); ++i) {
+        if (tokens[i] < 0 || tokens[i] >= c.vocab_size) {
+            throw_invalid("token id " + std::to_string(tokens[i]) + " at index " +
+                          std::to_string(i) + " is outside the vocabulary [0, " +
+                          std::to_string(c.vocab_size) + ")");
+        }
+    }
+}
+
+std::vector<int32_t> mtp_catch_up_tokens(const q4::Config& c, const SequenceState& state,
+                                         int32_t next_token) {
+    const int64_t width = c.hc_width();
+    const int64_t first = state.mtp_length;
+    const int64_t n_rows = state.position - first;
+    if (n_rows <= 0 || static_cast<int64_t>(state.pending_residuals.size()) != n_rows * width) {
+        throw_internal("MTP catch-up needs the residuals of rows " + std::to_string(first) + ".." +
+                       std::to_string(state.position - 1));
+    }
+    std::vector<int32_t> tokens(state.tokens.begin() + first + 1, state.tokens.end());
+    tokens.push_back(next_token);
+    check_token_ids(c, tokens);
+    return tokens;
+}
+
 void check_commit(const SequenceState& state, int64_t n_rows) {
     const auto n_snapshots = state.n_snapshot_rows;
     if (n_rows < 1 || n_rows > n_snapshots || state.snapshot_base + n_snapshots != state.position) {

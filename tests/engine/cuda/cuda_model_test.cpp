@@ -221,14 +221,7 @@ std::vector<int32_t> generate(engine::ModelBackend& model, const std::vector<int
     options.drafts = drafts;
     options.stop_at_eos = false;
     options.max_ctx = 256;
-    engine::Generator generator(model, options);
-    std::vector<int32_t> out;
-    engine::GenerationStats s = generator.generate(prompt, [&](int32_t t) {
-        out.push_back(t);
-        return true;
-    });
-    if (stats != nullptr) *stats = s;
-    return out;
+    return generate_tokens(model, prompt, options, stats);
 }
 
 TEST(CudaModel, GreedyOutputEqualsTheCpuForEveryDraftCount) {

@@ -16,6 +16,7 @@
 #include "base/error.h"
 #include "base/half.h"
 #include "engine/cpu/thread_pool.h"
+#include "engine/cuda/affine_test_matrix.h"
 #include "engine/cuda/device_info.h"
 #include "engine/cuda/gated_deltanet_check.h"
 #include "engine/model/layers.h"
@@ -68,16 +69,8 @@ Config make_config(const Shape& shape) {
     return c;
 }
 
-uint64_t splitmix(uint64_t& state) {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
-
-float uniform(uint64_t& state) {  // [-1, 1)
-    return static_cast<float>(splitmix(state) >> 40) / static_cast<float>(1 << 23) - 1.0F;
-}
+using affine_test::splitmix;
+using affine_test::uniform;
 
 std::vector<float> random_vector(size_t n, float scale, uint64_t seed) {
     uint64_t state = seed;

@@ -15,6 +15,7 @@
 #include "base/error.h"
 #include "base/half.h"
 #include "engine/cpu/thread_pool.h"
+#include "engine/cuda/affine_test_matrix.h"
 #include "engine/cuda/device_info.h"
 #include "engine/cuda/sparse_attention_check.h"
 #include "engine/model/layers.h"
@@ -38,16 +39,8 @@ constexpr double kOutputTolerance = 2e-4;
 // selections are not compared.
 constexpr float kMinMargin = 1e-3F;
 
-uint64_t splitmix(uint64_t& state) {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
-
-float uniform(uint64_t& state) {  // [-1, 1)
-    return static_cast<float>(splitmix(state) >> 40) / static_cast<float>(1 << 23) - 1.0F;
-}
+using affine_test::splitmix;
+using affine_test::uniform;
 
 struct Shape {
     int64_t hidden = 0;

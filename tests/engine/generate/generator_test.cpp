@@ -14,14 +14,7 @@ namespace {
 std::vector<int32_t> generate(FixtureEngine& engine, const std::vector<int32_t>& prompt,
                               engine::GenerationOptions options,
                               engine::GenerationStats* stats = nullptr) {
-    engine::Generator generator(engine.model, options);
-    std::vector<int32_t> out;
-    engine::GenerationStats s = generator.generate(prompt, [&](int32_t t) {
-        out.push_back(t);
-        return true;
-    });
-    if (stats != nullptr) *stats = s;
-    return out;
+    return generate_tokens(engine.model, prompt, options, stats);
 }
 
 TEST(Generator, GreedyOutputIsTheSameForEveryDraftCount) {

@@ -10,6 +10,7 @@
 
 #include "engine/cpu/thread_pool.h"
 #include "engine/experts/direct_expert_reader.h"
+#include "engine/generate/generator.h"
 #include "engine/model/model.h"
 #include "engine/model/model_weights.h"
 #include "model_data/safetensors/safetensors_file.h"
@@ -99,6 +100,21 @@ inline int64_t first_tie_row(const engine::ForwardTrace& trace, int64_t n_rows) 
         }
     }
     return first;
+}
+
+// Every token a Generator emits for `prompt` (stats optional).
+inline std::vector<int32_t> generate_tokens(engine::ModelBackend& model,
+                                            const std::vector<int32_t>& prompt,
+                                            const engine::GenerationOptions& options,
+                                            engine::GenerationStats* stats = nullptr) {
+    engine::Generator generator(model, options);
+    std::vector<int32_t> out;
+    engine::GenerationStats s = generator.generate(prompt, [&](int32_t t) {
+        out.push_back(t);
+        return true;
+    });
+    if (stats != nullptr) *stats = s;
+    return out;
 }
 
 inline float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
