@@ -31,17 +31,29 @@ bool aligned(const void* pointer, size_t alignment) {
 
 }  // namespace
 
+// Up to this many rows go through the GEMV in chunks of kMaxGemvRows: the tiled GEMM's grid is
+// too small to fill the GPU below it (measured on the H200: 8 rows of a [2560, 640] matrix took
+// ~200 µs as one GEMM tile column against ~10 µs as two GEMV launches). Prefill's routed experts
+// mostly see a handful of rows each.
+constexpr int64_t kMaxChunkedGemvRows = 16;
+
 void affine_matmul(const DeviceAffineMatrix& w, const float* x, size_t x_stride, int64_t n_rows,
                    float* y, size_t y_stride, cudaStream_t stream) {
     if (n_rows < 0) throw_invalid("[affine_matmul] n_rows " + std::to_string(n_rows));
     if (n_rows == 0) return;
-    // The GEMV wants 16-byte x rows; anything it cannot take goes to the GEMM, which takes all.
-    const bool gemv_fits = n_rows <= kMaxGemvRows && affine_gemv_supports(w.bits, w.group_size) &&
-                           aligned(x, 16) && (n_rows == 1 || x_stride % 4 == 0) &&
-                           aligned(w.codes, 16);
+    // The GEMV wants 16-byte x rows (every chunk's first row too: strides a multiple of 4
+    // floats); anything it cannot take goes to the GEMM, which takes all.
+    const bool gemv_fits = n_rows <= kMaxChunkedGemvRows &&
+                           affine_gemv_supports(w.bits, w.group_size) && aligned(x, 16) &&
+                           (n_rows == 1 || x_stride % 4 == 0) && aligned(w.codes, 16);
     if (gemv_fits) {
-        const size_t gemv_stride = n_rows == 1 ? 0 : x_stride;  // 1 row: stride unused
-        affine_gemv(w, x, gemv_stride, static_cast<int>(n_rows), y, y_stride, stream);
+        for (int64_t first = 0; first < n_rows; first += kMaxGemvRows) {
+            const int64_t n = std::min<int64_t>(kMaxGemvRows, n_rows - first);
+            const size_t gemv_stride = n == 1 ? 0 : x_stride;  // 1 row: stride unused
+            affine_gemv(w, x + static_cast<size_t>(first) * x_stride, gemv_stride,
+                        static_cast<int>(n), y + static_cast<size_t>(first) * y_stride, y_stride,
+                        stream);
+        }
         return;
     }
     affine_gemm(w, x, x_stride, n_rows, y, y_stride, stream);
@@ -61,8 +73,13 @@ void linear_apply(const DeviceLinear& linear, const float* x, int64_t n_rows, fl
         affine_matmul(linear.affine, x, static_cast<size_t>(in), n_rows, y,
                       static_cast<size_t>(out), stream);
     } else {
-        f32_matmul(DeviceF32Matrix{out, in, linear.dense}, x, static_cast<size_t>(in), n_rows, y,
-                   static_cast<size_t>(out), stream);
+        // Few rows: the GEMV path per chunk (see kMaxChunkedGemvRows).
+        const int64_t chunk = n_rows <= kMaxChunkedGemvRows ? kMaxGemvRows : n_rows;
+        for (int64_t first = 0; first < n_rows; first += chunk) {
+            f32_matmul(DeviceF32Matrix{out, in, linear.dense}, x + first * in,
+                       static_cast<size_t>(in), std::min(chunk, n_rows - first), y + first * out,
+                       static_cast<size_t>(out), stream);
+        }
     }
     if (linear.bias == nullptr) return;
     const int64_t n = n_rows * out;
