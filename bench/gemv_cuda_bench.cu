@@ -1,32 +1,27 @@
-// GPU decode GEMV throughput: `gemv_cuda_bench [--quick | --variants]` times
-// engine/cuda/affine_gemv.h on the Flash shapes (dense [10240, 2560] and [2560, 6144], an expert
-// [640, 2560]) at Q4/Q3/Q2 (and Q8) group 64 for 1, 2 and 4 input rows, and the routed-expert
-// SwiGLU block (10 experts of hidden 2560 × intermediate 640 per layer, 48 layers), against the
-// device-to-device cudaMemcpy bandwidth measured in the same run (bytes read + bytes written; a
-// read-only kernel's bandwidth is printed beside it). Reports GB/s of weight bytes (codes + scales
-// + biases) read. Each timed launch reads a different copy of the weights (≥ 1 GiB in rotation, far
-// past the 60 MB L2), and launches are replayed from a CUDA graph so launch gaps are those of the
-// engine's graphs; median of the replays. Then every ExpertKernel (affine_experts_variants.h) on
-// the experts line at Q4, Q2 and Q8, each checked against the Current kernel; `--variants` runs
-// only that part.
+// GPU decode GEMV throughput: `gemv_cuda_bench [--quick]` times engine/cuda/affine_gemv.h on the
+// Flash shapes (dense [10240, 2560] and [2560, 6144], an expert [640, 2560]) at Q4/Q3/Q2 (and Q8)
+// group 64 for 1, 2 and 4 input rows, and the routed-expert SwiGLU block (10 experts of
+// hidden 2560 × intermediate 640 per layer, 48 layers), against the device-to-device cudaMemcpy
+// bandwidth measured in the same run (bytes read + bytes written; a read-only kernel's bandwidth
+// is printed beside it). Reports GB/s of weight bytes (codes + scales + biases) read. Each timed
+// launch reads a different copy of the weights (≥ 1 GiB in rotation, far past the 60 MB L2), and
+// launches are replayed from a CUDA graph so launch gaps are those of the engine's graphs; median
+// of the replays.
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
-#include "engine/cuda/affine_experts_variants.h"
 #include "engine/cuda/affine_gemv.h"
 
 namespace {
 
 using cherenkov::engine::cuda::DeviceAffineMatrix;
 using cherenkov::engine::cuda::ExpertAddress;
-using cherenkov::engine::cuda::ExpertKernel;
 using cherenkov::engine::cuda::ExpertShape;
 
 #define CHECK(call)                                                           \
@@ -237,28 +232,19 @@ void bench_dense(int64_t rows, int64_t cols, int bits, const std::vector<int>& r
     }
 }
 
-// 48 layers × 10 experts per token, picked at random from `experts_per_layer` per layer, in the
-// pool: the device address table [48·10] and the weight bytes one token reads.
-struct ExpertSetup {
-    ExpertShape shape;
-    ExpertAddress* d_table = nullptr;
-    float* weights = nullptr;  // [10, 4], all 0.1
-    float* scratch = nullptr;  // affine_experts_scratch_floats(shape, 10, 4)
-    double token_bytes = 0;
-};
-
-constexpr int kLayers = 48;
-constexpr int kActive = 10;
-
-ExpertSetup setup_experts(int bits, uint8_t* pool, size_t pool_bytes) {
+// 48 layers × 10 experts per token, picked at random from `experts_per_layer` per layer.
+void bench_experts(int bits, const std::vector<int>& row_counts, double ceiling,
+                   cudaStream_t stream, uint8_t* pool, size_t pool_bytes, const float* x,
+                   float* y) {
     const int group = 64;
     const int64_t hidden = 2560, inter = 640;
+    const int layers = 48, active = 10;
     const Layout lg = layout(inter, hidden, bits, group);
     const Layout ld = layout(hidden, inter, bits, group);
     const size_t expert_stride = 2 * lg.stride + ld.stride;
     const int experts_per_layer =
-        static_cast<int>(std::min<size_t>(64, pool_bytes / expert_stride / kLayers));
-    const size_t n_experts = static_cast<size_t>(experts_per_layer) * kLayers;
+        static_cast<int>(std::min<size_t>(64, pool_bytes / expert_stride / layers));
+    const size_t n_experts = static_cast<size_t>(experts_per_layer) * layers;
     fill_random(pool, expert_stride * n_experts, 5 + bits);
     CHECK(cudaDeviceSynchronize());
     for (size_t e = 0; e < 3 * n_experts; ++e) {  // gate, up, down parameter areas
@@ -269,9 +255,9 @@ ExpertSetup setup_experts(int bits, uint8_t* pool, size_t pool_bytes) {
     CHECK(cudaDeviceSynchronize());
     std::vector<ExpertAddress> table;
     uint64_t state = 12345;
-    for (int layer = 0; layer < kLayers; ++layer) {
+    for (int layer = 0; layer < layers; ++layer) {
         std::vector<int> chosen;
-        while (static_cast<int>(chosen.size()) < kActive) {
+        while (static_cast<int>(chosen.size()) < active) {
             state = state * 6364136223846793005ULL + 1442695040888963407ULL;
             const int e =
                 static_cast<int>((state >> 33) % static_cast<uint64_t>(experts_per_layer));
@@ -289,127 +275,43 @@ ExpertSetup setup_experts(int bits, uint8_t* pool, size_t pool_bytes) {
                              d.scales, d.biases});
         }
     }
-    ExpertSetup s;
-    s.shape = ExpertShape{hidden, inter, bits, group};
-    CHECK(cudaMalloc(&s.d_table, table.size() * sizeof(ExpertAddress)));
-    CHECK(cudaMemcpy(s.d_table, table.data(), table.size() * sizeof(ExpertAddress),
+    ExpertAddress* d_table;
+    float *weights, *scratch;
+    const ExpertShape shape{hidden, inter, bits, group};
+    CHECK(cudaMalloc(&d_table, table.size() * sizeof(ExpertAddress)));
+    CHECK(cudaMemcpy(d_table, table.data(), table.size() * sizeof(ExpertAddress),
                      cudaMemcpyHostToDevice));
-    CHECK(cudaMalloc(&s.weights, kActive * 4 * sizeof(float)));
-    std::vector<float> w(kActive * 4, 0.1F);
-    CHECK(cudaMemcpy(s.weights, w.data(), w.size() * sizeof(float), cudaMemcpyHostToDevice));
-    CHECK(cudaMalloc(&s.scratch,
-                     cherenkov::engine::cuda::affine_experts_scratch_floats(s.shape, kActive, 4) *
-                         sizeof(float)));
-    s.token_bytes =
-        static_cast<double>(kLayers) * kActive * (2 * weight_bytes(lg) + weight_bytes(ld));
-    return s;
-}
-
-void free_experts(ExpertSetup& s) {
-    CHECK(cudaFree(s.d_table));
-    CHECK(cudaFree(s.weights));
-    CHECK(cudaFree(s.scratch));
-}
-
-// Times 48 layers of affine_experts_swiglu_variant (Current: affine_experts_swiglu itself).
-double time_experts(ExpertKernel kernel, const ExpertSetup& s, int n_rows, cudaStream_t stream,
-                    const float* x, float* y) {
-    cudaGraphExec_t exec = capture(stream, [&](cudaStream_t cs) {
-        for (int layer = 0; layer < kLayers; ++layer) {
-            cherenkov::engine::cuda::affine_experts_swiglu_variant(
-                kernel, s.shape, s.d_table + layer * kActive, s.weights, kActive, x, n_rows,
-                s.scratch, y, true, cs);
-        }
-    });
-    const float ms = time_graph(exec, stream, 9);
-    CHECK(cudaGraphExecDestroy(exec));
-    return ms * 1e3;
-}
-
-void bench_experts(int bits, const std::vector<int>& row_counts, double ceiling,
-                   cudaStream_t stream, uint8_t* pool, size_t pool_bytes, const float* x,
-                   float* y) {
-    ExpertSetup s = setup_experts(bits, pool, pool_bytes);
+    CHECK(cudaMalloc(&weights, active * 4 * sizeof(float)));
+    std::vector<float> w(active * 4, 0.1F);
+    CHECK(cudaMemcpy(weights, w.data(), w.size() * sizeof(float), cudaMemcpyHostToDevice));
+    CHECK(cudaMalloc(
+        &scratch,
+        cherenkov::engine::cuda::affine_experts_scratch_floats(shape, active, 4) * sizeof(float)));
+    const double token_bytes =
+        static_cast<double>(layers) * active * (2 * weight_bytes(lg) + weight_bytes(ld));
     for (const int n_rows : row_counts) {
-        const double us = time_experts(ExpertKernel::Current, s, n_rows, stream, x, y);
-        print_row("experts", "48x10x[640,2560]", bits, n_rows, us,
-                  s.token_bytes / (us * 1e-6) / 1e9, ceiling);
-    }
-    free_experts(s);
-}
-
-// Max |variant − current| / max |current| over y of three layers (accumulate = false), and
-// whether two runs of the variant agree bitwise.
-struct Check {
-    double relative = 0;
-    bool reproducible = true;
-};
-
-Check check_variant(ExpertKernel kernel, const ExpertSetup& s, int n_rows, cudaStream_t stream,
-                    const float* x, float* y) {
-    const size_t n = static_cast<size_t>(n_rows) * s.shape.hidden;
-    std::vector<float> want(n), got(n), again(n);
-    Check c;
-    for (const int layer : {0, 17, kLayers - 1}) {
-        auto run = [&](ExpertKernel k, std::vector<float>* out) {
-            CHECK(cudaMemsetAsync(y, 0xFF, n * sizeof(float), stream));
-            cherenkov::engine::cuda::affine_experts_swiglu_variant(
-                k, s.shape, s.d_table + layer * kActive, s.weights, kActive, x, n_rows, s.scratch,
-                y, false, stream);
-            CHECK(
-                cudaMemcpyAsync(out->data(), y, n * sizeof(float), cudaMemcpyDeviceToHost, stream));
-            CHECK(cudaStreamSynchronize(stream));
-        };
-        run(ExpertKernel::Current, &want);
-        run(kernel, &got);
-        run(kernel, &again);
-        double max_want = 0, max_diff = 0;
-        for (size_t i = 0; i < n; ++i) {
-            max_want = std::max(max_want, static_cast<double>(std::fabs(want[i])));
-            const double diff = std::fabs(static_cast<double>(got[i]) - want[i]);
-            max_diff = std::isnan(diff) ? 1e30 : std::max(max_diff, diff);
-        }
-        c.relative = std::max(c.relative, max_diff / std::max(max_want, 1e-30));
-        c.reproducible = c.reproducible && std::memcmp(got.data(), again.data(), n * 4) == 0;
-    }
-    return c;
-}
-
-// Every ExpertKernel on the experts line: time, GB/s, % of the read-only ceiling, and a check
-// against the Current kernel (PASS: relative difference ≤ 1e-4 and bitwise reproducible).
-void bench_expert_variants(const std::vector<int>& bit_widths, double read_ceiling,
-                           cudaStream_t stream, uint8_t* pool, size_t pool_bytes, const float* x,
-                           float* y) {
-    std::printf(
-        "\nexpert variants: 48 layers x 10 experts of [640,2560] gate/up + [2560,640] down, "
-        "group 64; %% of the read-only kernel's %.0f GB/s (target >= 50%%)\n",
-        read_ceiling);
-    std::printf("%-8s %-4s %4s %10s %9s %8s %11s %s\n", "variant", "bits", "rows", "us/token",
-                "GB/s", "of read", "max rel", "check");
-    for (const int bits : bit_widths) {
-        ExpertSetup s = setup_experts(bits, pool, pool_bytes);
-        for (const int n_rows : {1, 2, 4}) {
-            for (const ExpertKernel kernel : cherenkov::engine::cuda::kExpertKernels) {
-                const double us = time_experts(kernel, s, n_rows, stream, x, y);
-                const double gbps = s.token_bytes / (us * 1e-6) / 1e9;
-                const Check c = check_variant(kernel, s, n_rows, stream, x, y);
-                const bool pass = c.relative <= 1e-4 && c.reproducible;
-                std::printf("%-8s Q%-3d %4d %10.1f %9.0f %7.1f%% %11.3g %s%s\n",
-                            cherenkov::engine::cuda::expert_kernel_name(kernel), bits, n_rows, us,
-                            gbps, 100.0 * gbps / read_ceiling, c.relative, pass ? "PASS" : "FAIL",
-                            c.reproducible ? "" : " (not reproducible)");
-                std::fflush(stdout);
+        cudaGraphExec_t exec = capture(stream, [&](cudaStream_t s) {
+            for (int layer = 0; layer < layers; ++layer) {
+                cherenkov::engine::cuda::affine_experts_swiglu(shape, d_table + layer * active,
+                                                               weights, active, x, n_rows, scratch,
+                                                               y, true, s);
             }
-        }
-        free_experts(s);
+        });
+        const float ms = time_graph(exec, stream, 9);
+        CHECK(cudaGraphExecDestroy(exec));
+        const double us = ms * 1e3;
+        print_row("experts", "48x10x[640,2560]", bits, n_rows, us, token_bytes / (us * 1e-6) / 1e9,
+                  ceiling);
     }
+    CHECK(cudaFree(d_table));
+    CHECK(cudaFree(weights));
+    CHECK(cudaFree(scratch));
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
     const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
-    const bool variants_only = argc > 1 && std::strcmp(argv[1], "--variants") == 0;
     cudaDeviceProp prop{};
     CHECK(cudaGetDeviceProperties(&prop, 0));
     cudaStream_t stream;
@@ -433,14 +335,6 @@ int main(int argc, char** argv) {
     fill_bf16(reinterpret_cast<uint16_t*>(x), 4 * 10240 * 2, 3);  // small floats in x
     CHECK(cudaMemset(y, 0, 4 * 10240 * sizeof(float)));
 
-    if (variants_only) {
-        bench_expert_variants({4, 2, 8}, read_ceiling, stream, pool, pool_bytes, x, y);
-        CHECK(cudaFree(pool));
-        CHECK(cudaFree(x));
-        CHECK(cudaFree(y));
-        CHECK(cudaStreamDestroy(stream));
-        return 0;
-    }
     const std::vector<int> row_counts = {1, 2, 4};
     const std::vector<int> bit_widths = quick ? std::vector<int>{4} : std::vector<int>{4, 3, 2, 8};
     const int64_t shapes[][2] = {{10240, 2560}, {2560, 6144}, {640, 2560}};
@@ -452,8 +346,6 @@ int main(int argc, char** argv) {
     }
     for (const int bits : bit_widths)
         bench_experts(bits, row_counts, ceiling, stream, pool, pool_bytes, x, y);
-    bench_expert_variants(quick ? std::vector<int>{4} : std::vector<int>{4, 2, 8}, read_ceiling,
-                          stream, pool, pool_bytes, x, y);
     CHECK(cudaFree(pool));
     CHECK(cudaFree(x));
     CHECK(cudaFree(y));
