@@ -7,6 +7,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <compare>
+#include <cstdlib>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -217,6 +220,7 @@ class CudaModel final : public ModelBackend {
 public:
     CudaModel(const ModelWeights& weights, ExpertSource& experts, const CudaModelOptions& options);
     ~CudaModel() override {
+        clear_graphs();
         pool_.reset();
         device_.reset();
         if (stream_ != nullptr) cudaStreamDestroy(stream_);
@@ -248,8 +252,35 @@ private:
     MtpResult mtp_rows(SequenceState& state, const float* residuals,
                        std::span<const int32_t> tokens, int64_t first_position, int64_t step,
                        bool all_logits, ForwardTrace* trace);
+    // The bodies of forward() and mtp_rows(), run with the call arena active.
+    ForwardResult forward_in_arena(SequenceState& state, std::span<const int32_t> tokens,
+                                   const ForwardOptions& options);
+    MtpResult mtp_rows_in_arena(SequenceState& state, const float* residuals,
+                                std::span<const int32_t> tokens, int64_t first_position,
+                                int64_t step, bool all_logits, ForwardTrace* trace);
     void check_tokens(std::span<const int32_t> tokens) const;
     void download(float* host, const float* device, int64_t n) const;
+
+    // The arguments a captured decode segment baked in: equal keys replay the same graph.
+    struct SegmentKey {
+        const void* layer;
+        int64_t n_rows;
+        const void* x;
+        const void* recurrent;
+        const void* conv;
+        const void* recurrent_snapshots;
+        const void* conv_snapshots;
+        const void* staging;
+        const void* arena;
+        uint64_t arena_generation;
+        auto operator<=>(const SegmentKey&) const = default;
+    };
+    static constexpr size_t kMaxGraphs = 4096;
+    template <typename Body>
+    void run_segment(const SegmentKey& key, Body&& body);
+    void clear_graphs();
+    // Grows an arena a call overflowed (between calls: nothing of it is alive then).
+    void grow_arenas();
 
     const ModelWeights& weights_;
     ExpertSource& experts_;
@@ -264,6 +295,13 @@ private:
     int64_t trace_step_ = 0;
     std::string device_name_;
     uint64_t device_total_bytes_ = 0;
+    DeviceArena call_arena_;   // a call's temporaries outside the layers
+    DeviceArena layer_arena_;  // one layer's temporaries, reset per layer
+    bool graphs_enabled_ = true;
+    std::map<SegmentKey, cudaGraphExec_t> graphs_;
+    std::map<SegmentKey, int> seen_;
+    uint64_t graph_captures_ = 0;
+    uint64_t graph_launches_ = 0;
 };
 
 CudaModel::CudaModel(const ModelWeights& weights, ExpertSource& experts,
@@ -303,6 +341,8 @@ CudaModel::CudaModel(const ModelWeights& weights, ExpertSource& experts,
                         " free bytes with 1 GiB of working room");
     }
     device_ = upload_model_weights(weights);
+    const char* graphs = std::getenv("CHERENKOV_CUDA_GRAPHS");
+    graphs_enabled_ = graphs == nullptr || std::string(graphs) != "0";
 
     // RoPE frequencies exactly as engine::Rope computes them.
     std::vector<float> inv_freq;
@@ -416,30 +456,107 @@ void CudaModel::decoder_layer(const DeviceLayerWeights& w, const DeviceLayerWeig
     const int64_t h = c.hidden_size;
     const int64_t n_streams = c.hc_count;
     const int64_t width = c.hc_width();
+    // Every temporary of the layer comes from the layer arena, at the same addresses each step.
+    const ArenaScope arena(&layer_arena_);
     if (w.ple) ple_forward(*w.ple, state.ple, ple_embedding, x, n_rows, ctx);
 
     DeviceScratch<float> mix(static_cast<size_t>(n_rows * h), stream_);
     DeviceScratch<float> inject(static_cast<size_t>(n_rows * n_streams), stream_);
     DeviceScratch<float> y(static_cast<size_t>(n_rows * h), stream_);
-    hyper_connection_mix(w.attn_hc, x, n_rows, ctx, mix.data(), inject.data());
-    ctx.record("attn_hc.mix", mix.data(), n_rows * h);
-    ctx.record("attn_hc.inject", inject.data(), n_rows * n_streams);
-    if (w.gdn) {
-        gated_deltanet_forward(*w.gdn, state.gdn, mix.data(), n_rows, y.data(), ctx);
-    } else {
-        sparse_attention_forward(*w.qsa, state.attention, mix.data(), n_rows, first_position,
-                                 y.data(), ctx);
-    }
-    ctx.record("mixer_out", y.data(), n_rows * h);
-    hyper_connection_combine(x, inject.data(), y.data(), n_rows, n_streams, h, stream_);
-    ctx.record("x_mid", x, n_rows * width);
+    const DeviceMoeWeights* next_moe = next != nullptr ? &next->moe : nullptr;
+    // Everything up to the routing read-back: no host decision depends on data in between.
+    const auto front = [&] {
+        hyper_connection_mix(w.attn_hc, x, n_rows, ctx, mix.data(), inject.data());
+        ctx.record("attn_hc.mix", mix.data(), n_rows * h);
+        ctx.record("attn_hc.inject", inject.data(), n_rows * n_streams);
+        if (w.gdn) {
+            gated_deltanet_forward(*w.gdn, state.gdn, mix.data(), n_rows, y.data(), ctx);
+        } else {
+            sparse_attention_forward(*w.qsa, state.attention, mix.data(), n_rows, first_position,
+                                     y.data(), ctx);
+        }
+        ctx.record("mixer_out", y.data(), n_rows * h);
+        hyper_connection_combine(x, inject.data(), y.data(), n_rows, n_streams, h, stream_);
+        ctx.record("x_mid", x, n_rows * width);
 
-    hyper_connection_mix(w.mlp_hc, x, n_rows, ctx, mix.data(), inject.data());
-    ctx.record("mlp_hc.mix", mix.data(), n_rows * h);
-    ctx.record("mlp_hc.inject", inject.data(), n_rows * n_streams);
-    moe_forward(w.moe, next != nullptr ? &next->moe : nullptr, mix.data(), n_rows, y.data(), ctx);
+        hyper_connection_mix(w.mlp_hc, x, n_rows, ctx, mix.data(), inject.data());
+        ctx.record("mlp_hc.mix", mix.data(), n_rows * h);
+        ctx.record("mlp_hc.inject", inject.data(), n_rows * n_streams);
+        moe_route(w.moe, next_moe, mix.data(), n_rows, ctx);
+    };
+    // Decode steps of GDN layers replay that front as one CUDA graph: its kernels' arguments are
+    // the same every step (QSA kernels take the position; PLE copies host rows; traces read back).
+    const bool graph = graphs_enabled_ && w.gdn && !w.ple && ctx.trace == nullptr &&
+                       n_rows <= kMaxGemvRows && !layer_arena_.overflowed();
+    if (graph) {
+        const SegmentKey key{&w,
+                             n_rows,
+                             x,
+                             state.gdn.recurrent,
+                             state.gdn.conv,
+                             ctx.gdn_recurrent_snapshots,
+                             ctx.gdn_conv_snapshots,
+                             pool_->host_staging(0),
+                             layer_arena_.base(),
+                             layer_arena_.generation()};
+        run_segment(key, front);
+    } else {
+        front();
+    }
+    moe_finish(w.moe, next_moe, mix.data(), n_rows, y.data(), ctx);
     hyper_connection_combine(x, inject.data(), y.data(), n_rows, n_streams, h, stream_);
     ctx.record("x_out", x, n_rows * width);
+}
+
+template <typename Body>
+void CudaModel::run_segment(const SegmentKey& key, Body&& body) {
+    if (const auto it = graphs_.find(key); it != graphs_.end()) {
+        CHERENKOV_CUDA_CHECK(cudaGraphLaunch(it->second, stream_));
+        ++graph_launches_;
+        return;
+    }
+    // Capture on the second sighting: the first run also grows whatever it needs (staging,
+    // arenas), which capture could not do.
+    if (++seen_[key] < 2) {
+        body();
+        return;
+    }
+    if (graphs_.size() >= kMaxGraphs) clear_graphs();
+    cudaGraph_t graph = nullptr;
+    CHERENKOV_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    try {
+        body();
+    } catch (...) {
+        cudaStreamEndCapture(stream_, &graph);
+        if (graph != nullptr) cudaGraphDestroy(graph);
+        throw;
+    }
+    CHERENKOV_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    CHERENKOV_CUDA_CHECK(status);
+    graphs_.emplace(key, exec);
+    ++graph_captures_;
+    CHERENKOV_CUDA_CHECK(cudaGraphLaunch(exec, stream_));
+    ++graph_launches_;
+}
+
+void CudaModel::clear_graphs() {
+    for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
+    graphs_.clear();
+    seen_.clear();
+}
+
+void CudaModel::grow_arenas() {
+    bool grown = false;
+    for (DeviceArena* arena : {&call_arena_, &layer_arena_}) {
+        if (arena->overflowed()) {
+            arena->grow();
+            grown = true;
+        }
+    }
+    if (grown) clear_graphs();
 }
 
 std::vector<float> CudaModel::head(const DeviceHyperConnectionWeights& mixer,
@@ -461,6 +578,17 @@ std::vector<float> CudaModel::head(const DeviceHyperConnectionWeights& mixer,
 
 ForwardResult CudaModel::forward(SequenceState& state, std::span<const int32_t> tokens,
                                  const ForwardOptions& options) {
+    ForwardResult result;
+    {
+        const ArenaScope arena(&call_arena_);
+        result = forward_in_arena(state, tokens, options);
+    }
+    grow_arenas();
+    return result;
+}
+
+ForwardResult CudaModel::forward_in_arena(SequenceState& state, std::span<const int32_t> tokens,
+                                          const ForwardOptions& options) {
     const q4::Config& c = weights_.config;
     check_tokens(tokens);
     const auto n_rows = static_cast<int64_t>(tokens.size());
@@ -611,6 +739,19 @@ MtpResult CudaModel::mtp_chain(SequenceState& state, std::span<const float> prev
 MtpResult CudaModel::mtp_rows(SequenceState& state, const float* residuals,
                               std::span<const int32_t> tokens, int64_t first_position,
                               int64_t step, bool all_logits, ForwardTrace* trace) {
+    MtpResult result;
+    {
+        const ArenaScope arena(&call_arena_);
+        result = mtp_rows_in_arena(state, residuals, tokens, first_position, step, all_logits,
+                                   trace);
+    }
+    grow_arenas();
+    return result;
+}
+
+MtpResult CudaModel::mtp_rows_in_arena(SequenceState& state, const float* residuals,
+                                       std::span<const int32_t> tokens, int64_t first_position,
+                                       int64_t step, bool all_logits, ForwardTrace* trace) {
     const q4::Config& c = weights_.config;
     const DeviceMtpWeights& mtp = *device_->mtp;
     const int64_t h = c.hidden_size;
@@ -681,6 +822,10 @@ nlohmann::json CudaModel::backend_stats() const {
     stats["device_weights_bytes"] = device_->bytes();
     stats["device_expert_pool_bytes"] = pool_->bytes();
     stats["device_expert_pool"] = pool_description_;
+    stats["cuda_graphs"] = graphs_enabled_;
+    stats["cuda_graph_captures"] = graph_captures_;
+    stats["cuda_graph_launches"] = graph_launches_;
+    stats["device_scratch_bytes"] = call_arena_.capacity() + layer_arena_.capacity();
     const DeviceExpertPoolCounters counters = pool_->counters();
     stats["device_expert_hits"] = counters.hits;
     stats["device_expert_uploads"] = counters.uploads;

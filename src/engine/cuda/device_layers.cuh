@@ -7,6 +7,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <ostream>
 #include <span>
@@ -25,20 +26,102 @@ namespace cherenkov::engine::cuda {
 
 class DeviceExpertPool;
 
-// A stream-ordered temporary array (cudaMallocAsync / cudaFreeAsync on one stream): freed when
-// the scope ends, reused by the runtime's pool without a device synchronization.
+// A bump allocator over one device buffer for a forward call's temporaries. All work runs on one
+// stream, so once the owner resets the arena (where every earlier temporary is dead on the host
+// side) the next kernels are ordered after the last readers of the old contents. Addresses repeat
+// from step to step, which is what lets a decode segment be captured once as a CUDA graph and
+// replayed. Requests that do not fit are counted (`overflow`) and served elsewhere; the owner then
+// grows the buffer between calls.
+class DeviceArena {
+public:
+    static constexpr size_t kAlign = 256;
+
+    DeviceArena() = default;
+    ~DeviceArena() {
+        if (base_ != nullptr) cudaFree(base_);
+    }
+    DeviceArena(const DeviceArena&) = delete;
+    DeviceArena& operator=(const DeviceArena&) = delete;
+
+    // nullptr when the request does not fit (recorded in `wanted`).
+    void* take(size_t bytes) {
+        const size_t size = (bytes + kAlign - 1) / kAlign * kAlign;
+        wanted_ += size;
+        if (used_ + size > capacity_) return nullptr;
+        void* p = static_cast<char*>(base_) + used_;
+        used_ += size;
+        return p;
+    }
+    void reset() {
+        high_water_ = std::max(high_water_, wanted_);
+        used_ = 0;
+        wanted_ = 0;
+    }
+    // Whether some request since construction or the last grow() did not fit.
+    bool overflowed() const { return std::max(high_water_, wanted_) > capacity_; }
+    // Replaces the buffer by one holding the largest request total seen (plus room); waits for the
+    // device first, since queued kernels may still use the old one.
+    void grow() {
+        const size_t want = std::max(high_water_, wanted_) * 5 / 4 + (1 << 20);
+        CHERENKOV_CUDA_CHECK(cudaDeviceSynchronize());
+        if (base_ != nullptr) CHERENKOV_CUDA_CHECK(cudaFree(base_));
+        base_ = nullptr;
+        capacity_ = 0;
+        CHERENKOV_CUDA_CHECK(cudaMalloc(&base_, want));
+        capacity_ = want;
+        ++generation_;
+    }
+    const void* base() const { return base_; }
+    size_t capacity() const { return capacity_; }
+    uint64_t generation() const { return generation_; }
+
+private:
+    void* base_ = nullptr;
+    size_t capacity_ = 0;
+    size_t used_ = 0;
+    size_t wanted_ = 0;
+    size_t high_water_ = 0;
+    uint64_t generation_ = 0;
+};
+
+// The arena DeviceScratch takes from on this thread (null: the stream-ordered allocator).
+inline thread_local DeviceArena* active_device_arena = nullptr;
+
+// Makes `arena` the active one (reset first) for a scope, restoring the previous one after.
+class ArenaScope {
+public:
+    explicit ArenaScope(DeviceArena* arena) : previous_(active_device_arena) {
+        if (arena != nullptr) arena->reset();
+        active_device_arena = arena;
+    }
+    ~ArenaScope() { active_device_arena = previous_; }
+    ArenaScope(const ArenaScope&) = delete;
+    ArenaScope& operator=(const ArenaScope&) = delete;
+
+private:
+    DeviceArena* previous_;
+};
+
+// A temporary device array: from the active arena when there is one and it has room, else from
+// the stream-ordered allocator (cudaMallocAsync / cudaFreeAsync on `stream`, reused by the
+// runtime's pool without a device synchronization).
 template <typename T>
 class DeviceScratch {
 public:
     DeviceScratch(size_t n, cudaStream_t stream) : stream_(stream), n_(n) {
-        if (n > 0) {
+        if (n == 0) return;
+        if (active_device_arena != nullptr) {
+            data_ = static_cast<T*>(active_device_arena->take(n * sizeof(T)));
+            from_arena_ = data_ != nullptr;
+        }
+        if (data_ == nullptr) {
             void* p = nullptr;
             CHERENKOV_CUDA_CHECK(cudaMallocAsync(&p, n * sizeof(T), stream));
             data_ = static_cast<T*>(p);
         }
     }
     ~DeviceScratch() {
-        if (data_ != nullptr) cudaFreeAsync(data_, stream_);
+        if (data_ != nullptr && !from_arena_) cudaFreeAsync(data_, stream_);
     }
     DeviceScratch(const DeviceScratch&) = delete;
     DeviceScratch& operator=(const DeviceScratch&) = delete;
@@ -50,6 +133,7 @@ private:
     cudaStream_t stream_;
     size_t n_;
     T* data_ = nullptr;
+    bool from_arena_ = false;
 };
 
 // Per-sequence device caches of one layer (pointers into the sequence's allocation).
@@ -144,5 +228,12 @@ void sparse_attention_forward(const DeviceSparseAttentionWeights& weights,
                               int64_t first_position, float* y, const DeviceContext& ctx);
 void moe_forward(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, const float* mix,
                  int64_t n_rows, float* y, const DeviceContext& ctx);
+// moe_forward in two halves: moe_route queues the router(s), top-k and the read-back of the
+// routing into the pool's pinned staging, without synchronizing (so it can end a captured
+// segment); moe_finish waits for the read-back and does the rest. Same arguments for both.
+void moe_route(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, const float* mix,
+               int64_t n_rows, const DeviceContext& ctx);
+void moe_finish(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, const float* mix,
+                int64_t n_rows, float* y, const DeviceContext& ctx);
 
 }  // namespace cherenkov::engine::cuda

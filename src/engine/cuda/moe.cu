@@ -487,8 +487,16 @@ void shared_expert(const DeviceMoeWeights& weights, const float* mix, int64_t n_
 
 }  // namespace
 
-void moe_forward(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, const float* mix,
-                 int64_t n_rows, float* y, const DeviceContext& ctx) {
+namespace {
+
+struct RouteShape {
+    int64_t top;
+    int64_t tk;
+    int n_routings;
+    StagingLayout layout;
+};
+
+RouteShape route_shape(const DeviceMoeWeights* next, int64_t n_rows, const DeviceContext& ctx) {
     const auto& c = *ctx.config;
     CHERENKOV_ASSERT(ctx.experts != nullptr && ctx.expert_pool != nullptr,
                      "moe_forward needs an expert source and a device pool");
@@ -497,34 +505,56 @@ void moe_forward(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, 
                      "the expert pool was made for ctx.stream");
     CHERENKOV_ASSERT(c.num_experts_per_tok >= 1 && c.num_experts_per_tok <= c.num_experts,
                      "validated config");
-    if (n_rows <= 0) return;
-    const cudaStream_t stream = ctx.stream;
-    const int64_t h = c.hidden_size;
-    const int64_t n_experts = c.num_experts;
     const int64_t top = c.num_experts_per_tok;
-    const int64_t tk = n_rows * top;
     const int n_routings = next != nullptr ? 2 : 1;
-    const StagingLayout layout(tk, n_routings, n_experts);
-    // Before anything this call queues reads the staging (growing it synchronizes the stream).
-    auto* staging = static_cast<std::byte*>(ctx.expert_pool->host_staging(layout.total));
+    return RouteShape{top, n_rows * top, n_routings,
+                      StagingLayout(n_rows * top, n_routings, c.num_experts)};
+}
 
+}  // namespace
+
+void moe_route(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, const float* mix,
+               int64_t n_rows, const DeviceContext& ctx) {
+    if (n_rows <= 0) return;
+    const RouteShape shape = route_shape(next, n_rows, ctx);
+    const cudaStream_t stream = ctx.stream;
+    const int64_t tk = shape.tk;
+    // Before anything this call queues reads the staging (growing it synchronizes the stream).
+    auto* staging = static_cast<std::byte*>(ctx.expert_pool->host_staging(shape.layout.total));
     // Routing of this layer and, for lookahead, of the next one on the same rows; one read-back.
-    {
-        DeviceScratch<float> logits(static_cast<size_t>(n_rows * n_experts), stream);
-        DeviceScratch<float> margins(static_cast<size_t>(n_rows), stream);
-        DeviceScratch<int32_t> routing(static_cast<size_t>(n_routings * 2 * tk), stream);
-        int32_t* r = routing.data();
-        route(weights, mix, n_rows, logits.data(), margins.data(), r,
-              reinterpret_cast<float*>(r + tk), ctx, true);
-        if (next != nullptr) {
-            route(*next, mix, n_rows, logits.data(), nullptr, r + 2 * tk,
-                  reinterpret_cast<float*>(r + 3 * tk), ctx, false);
-        }
-        CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(staging + layout.readback, r,
-                                             routing.size() * sizeof(int32_t),
-                                             cudaMemcpyDeviceToHost, stream));
-        CHERENKOV_CUDA_CHECK(cudaStreamSynchronize(stream));
+    DeviceScratch<float> logits(static_cast<size_t>(n_rows * ctx.config->num_experts), stream);
+    DeviceScratch<float> margins(static_cast<size_t>(n_rows), stream);
+    DeviceScratch<int32_t> routing(static_cast<size_t>(shape.n_routings * 2 * tk), stream);
+    int32_t* r = routing.data();
+    route(weights, mix, n_rows, logits.data(), margins.data(), r, reinterpret_cast<float*>(r + tk),
+          ctx, true);
+    if (next != nullptr) {
+        route(*next, mix, n_rows, logits.data(), nullptr, r + 2 * tk,
+              reinterpret_cast<float*>(r + 3 * tk), ctx, false);
     }
+    CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(staging + shape.layout.readback, r,
+                                         routing.size() * sizeof(int32_t),
+                                         cudaMemcpyDeviceToHost, stream));
+}
+
+void moe_forward(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, const float* mix,
+                 int64_t n_rows, float* y, const DeviceContext& ctx) {
+    moe_route(weights, next, mix, n_rows, ctx);
+    moe_finish(weights, next, mix, n_rows, y, ctx);
+}
+
+void moe_finish(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, const float* mix,
+                int64_t n_rows, float* y, const DeviceContext& ctx) {
+    if (n_rows <= 0) return;
+    const RouteShape shape = route_shape(next, n_rows, ctx);
+    const cudaStream_t stream = ctx.stream;
+    const int64_t h = ctx.config->hidden_size;
+    const int64_t top = shape.top;
+    const int64_t tk = shape.tk;
+    const StagingLayout& layout = shape.layout;
+    // The same buffer moe_route read back into (its size was grown there).
+    auto* staging = static_cast<std::byte*>(ctx.expert_pool->host_staging(layout.total));
+    CHERENKOV_CUDA_CHECK(cudaStreamSynchronize(stream));
     const auto* experts = reinterpret_cast<const int32_t*>(staging + layout.readback);
     const auto* expert_weights = reinterpret_cast<const float*>(experts + tk);
     const auto n_tk = static_cast<size_t>(tk);

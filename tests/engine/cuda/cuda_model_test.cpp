@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "base/error.h"
@@ -254,6 +255,27 @@ TEST(CudaModel, MinimalDevicePoolGivesTheSameBitsAsAFullOne) {
     const std::vector<int32_t> prompt = reference.tokens("input_ids.chat");
     EXPECT_EQ(all_logits(*full.gpu, prompt), all_logits(*small.gpu, prompt));
     EXPECT_EQ(generate(*full.gpu, prompt, 2), generate(*small.gpu, prompt, 2));
+}
+
+// Decode segments replayed as CUDA graphs give the same bits as launching every kernel.
+TEST(CudaModel, GraphReplaysGiveTheSameBitsAsLaunches) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    ReferenceFile reference("tiny_a/reference/logits.safetensors");
+    const std::vector<int32_t> prompt = reference.tokens("input_ids.chat");
+    std::vector<std::vector<int32_t>> outputs;
+    for (const char* graphs : {"1", "0"}) {
+        setenv("CHERENKOV_CUDA_GRAPHS", graphs, 1);
+        CudaFixture f("tiny_a/hf_flat_fused");
+        unsetenv("CHERENKOV_CUDA_GRAPHS");
+        outputs.push_back(generate(*f.gpu, prompt, 2));
+        const nlohmann::json stats = f.gpu->backend_stats();
+        if (graphs[0] == '1') {
+            EXPECT_GT(stats["cuda_graph_launches"].get<uint64_t>(), 0U);
+        } else {
+            EXPECT_EQ(stats["cuda_graph_launches"].get<uint64_t>(), 0U);
+        }
+    }
+    EXPECT_EQ(outputs[0], outputs[1]);
 }
 
 TEST(CudaModel, BuiltWithoutCudaOrWithoutDeviceSaysSo) {
