@@ -221,6 +221,10 @@ public:
     CudaModel(const ModelWeights& weights, ExpertSource& experts, const CudaModelOptions& options);
     ~CudaModel() override {
         clear_graphs();
+        if (registered_ != nullptr) {
+            cudaDeviceSynchronize();
+            cudaHostUnregister(registered_);
+        }
         pool_.reset();
         device_.reset();
         if (stream_ != nullptr) cudaStreamDestroy(stream_);
@@ -295,6 +299,8 @@ private:
     int64_t trace_step_ = 0;
     std::string device_name_;
     uint64_t device_total_bytes_ = 0;
+    std::byte* registered_ = nullptr;  // the host records' page-locked region, if any
+    uint64_t registered_bytes_ = 0;
     DeviceArena call_arena_;   // a call's temporaries outside the layers
     DeviceArena layer_arena_;  // one layer's temporaries, reset per layer
     bool graphs_enabled_ = true;
@@ -405,6 +411,16 @@ CudaModel::CudaModel(const ModelWeights& weights, ExpertSource& experts,
     }
     pool_ = std::make_unique<DeviceExpertPool>(layout, static_cast<int64_t>(budget.n_slots),
                                                static_cast<void*>(stream_), options.max_bits);
+    // Page-lock the host cache's pool: records are then copied to device slots by DMA,
+    // asynchronously, instead of through the driver's pageable bounce buffers.
+    const std::span<std::byte> records = experts.record_memory();
+    if (!records.empty() &&
+        cudaHostRegister(records.data(), records.size(), cudaHostRegisterDefault) == cudaSuccess) {
+        registered_ = records.data();
+        registered_bytes_ = records.size();
+    } else {
+        cudaGetLastError();  // not registered (e.g. over the locked-memory limit): copies still work
+    }
     pool_description_ = "device " + budget.description;
 }
 
@@ -822,6 +838,7 @@ nlohmann::json CudaModel::backend_stats() const {
     stats["device_weights_bytes"] = device_->bytes();
     stats["device_expert_pool_bytes"] = pool_->bytes();
     stats["device_expert_pool"] = pool_description_;
+    stats["host_records_page_locked_bytes"] = registered_bytes_;
     stats["cuda_graphs"] = graphs_enabled_;
     stats["cuda_graph_captures"] = graph_captures_;
     stats["cuda_graph_launches"] = graph_launches_;

@@ -69,6 +69,11 @@ public:
     // Larger unions, as in prefill, are fetched in groups of at most this many.
     virtual size_t max_batch_experts() const { return SIZE_MAX; }
 
+    // The host memory every delivered record lies in, when the source has one fixed region (the
+    // expert cache's pool), so a device backend can page-lock it once and copy records out with
+    // DMA; empty otherwise.
+    virtual std::span<std::byte> record_memory() const { return {}; }
+
     // Bracket one forward call (a token step: all layers, all rows), for per-step accounting.
     virtual void begin_step() {}
     virtual void end_step() {}

@@ -27,6 +27,8 @@ public:
     std::span<std::byte> slot_span(uint64_t index, uint64_t n_bytes) const {
         return {slot(index), n_bytes};
     }
+    // The whole mapping.
+    std::span<std::byte> memory() const { return {base_, n_slots_ * slot_bytes_}; }
 
 private:
     uint64_t n_slots_ = 0;
