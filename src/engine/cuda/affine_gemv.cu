@@ -525,6 +525,50 @@ size_t affine_experts_scratch_floats(const ExpertShape& shape, int n_experts, in
            static_cast<size_t>(shape.intermediate + shape.hidden);
 }
 
+namespace {
+
+// The gate/up launch (h[e][t] = silu(gate_e·x_t) ⊙ up_e·x_t) and the down launch
+// (part[e][t] = down_e·h[e][t]) over an address table of n_experts ≥ 1 experts.
+void queue_expert_parts(const ExpertShape& shape, const ExpertAddress* table, int n_experts,
+                        const float* x, int n_rows, float* h, float* part, cudaStream_t cs) {
+    const auto hidden = static_cast<size_t>(shape.hidden);
+    const auto inter = static_cast<size_t>(shape.intermediate);
+    GemvParams gate_up{};
+    gate_up.table = table;
+    gate_up.rows = static_cast<int>(inter);
+    gate_up.n_pieces = static_cast<int>(hidden / kPieceCols);
+    gate_up.group_shift = group_shift_for(shape.group_size);
+    gate_up.lanes = lanes_for(gate_up.n_pieces);
+    gate_up.x = x;
+    gate_up.x_stride = hidden;
+    gate_up.y = h;
+    gate_up.y_stride = inter;
+    gate_up.y_expert_stride = n_rows * inter;
+    launch<Mode::GateUp>(shape.bits, n_rows,
+                         dim3(blocks_for(gate_up.rows, gate_up.lanes, kRowsPerLane / 2),
+                              static_cast<unsigned>(n_experts)),
+                         gate_up, cs);
+
+    GemvParams down{};
+    down.table = table;
+    down.rows = static_cast<int>(hidden);
+    down.n_pieces = static_cast<int>(inter / kPieceCols);
+    down.group_shift = group_shift_for(shape.group_size);
+    down.lanes = lanes_for(down.n_pieces);
+    down.x = h;
+    down.x_stride = inter;
+    down.x_expert_stride = n_rows * inter;
+    down.y = part;
+    down.y_stride = hidden;
+    down.y_expert_stride = n_rows * hidden;
+    launch<Mode::Down>(
+        shape.bits, n_rows,
+        dim3(blocks_for(down.rows, down.lanes, kRowsPerLane), static_cast<unsigned>(n_experts)),
+        down, cs);
+}
+
+}  // namespace
+
 void affine_experts_swiglu(const ExpertShape& shape, const ExpertAddress* table,
                            const float* weights, int n_experts, const float* x, int n_rows,
                            float* scratch, float* y, bool accumulate, void* stream) {
@@ -548,40 +592,7 @@ void affine_experts_swiglu(const ExpertShape& shape, const ExpertAddress* table,
     const auto inter = static_cast<size_t>(shape.intermediate);
     float* h = scratch;                                                       // [E, R, I]
     float* part = scratch + static_cast<size_t>(n_experts) * n_rows * inter;  // [E, R, H]
-    if (n_experts > 0) {
-        GemvParams gate_up{};
-        gate_up.table = table;
-        gate_up.rows = static_cast<int>(inter);
-        gate_up.n_pieces = static_cast<int>(hidden / kPieceCols);
-        gate_up.group_shift = group_shift_for(shape.group_size);
-        gate_up.lanes = lanes_for(gate_up.n_pieces);
-        gate_up.x = x;
-        gate_up.x_stride = hidden;
-        gate_up.y = h;
-        gate_up.y_stride = inter;
-        gate_up.y_expert_stride = n_rows * inter;
-        launch<Mode::GateUp>(shape.bits, n_rows,
-                             dim3(blocks_for(gate_up.rows, gate_up.lanes, kRowsPerLane / 2),
-                                  static_cast<unsigned>(n_experts)),
-                             gate_up, cs);
-
-        GemvParams down{};
-        down.table = table;
-        down.rows = static_cast<int>(hidden);
-        down.n_pieces = static_cast<int>(inter / kPieceCols);
-        down.group_shift = group_shift_for(shape.group_size);
-        down.lanes = lanes_for(down.n_pieces);
-        down.x = h;
-        down.x_stride = inter;
-        down.x_expert_stride = n_rows * inter;
-        down.y = part;
-        down.y_stride = hidden;
-        down.y_expert_stride = n_rows * hidden;
-        launch<Mode::Down>(
-            shape.bits, n_rows,
-            dim3(blocks_for(down.rows, down.lanes, kRowsPerLane), static_cast<unsigned>(n_experts)),
-            down, cs);
-    }
+    if (n_experts > 0) queue_expert_parts(shape, table, n_experts, x, n_rows, h, part, cs);
     const int outputs = n_rows * static_cast<int>(hidden);
     combine_experts_kernel<<<(outputs + 255) / 256, 256, 0, cs>>>(
         part, weights, n_experts, n_rows, static_cast<int>(hidden), y, accumulate);
@@ -606,42 +617,8 @@ void affine_experts_swiglu_parts(const ExpertShape& shape, const ExpertAddress* 
     if (!aligned(x, 16) || !aligned(h_scratch, 16)) {
         throw_invalid("[affine_experts_swiglu_parts] x and h_scratch must be 16-byte aligned");
     }
-    const auto cs = static_cast<cudaStream_t>(stream);
-    const auto hidden = static_cast<size_t>(shape.hidden);
-    const auto inter = static_cast<size_t>(shape.intermediate);
-
-    GemvParams gate_up{};
-    gate_up.table = table;
-    gate_up.rows = static_cast<int>(inter);
-    gate_up.n_pieces = static_cast<int>(hidden / kPieceCols);
-    gate_up.group_shift = group_shift_for(shape.group_size);
-    gate_up.lanes = lanes_for(gate_up.n_pieces);
-    gate_up.x = x;
-    gate_up.x_stride = hidden;
-    gate_up.y = h_scratch;
-    gate_up.y_stride = inter;
-    gate_up.y_expert_stride = n_rows * inter;
-    launch<Mode::GateUp>(shape.bits, n_rows,
-                         dim3(blocks_for(gate_up.rows, gate_up.lanes, kRowsPerLane / 2),
-                              static_cast<unsigned>(n_experts)),
-                         gate_up, cs);
-
-    GemvParams down{};
-    down.table = table;
-    down.rows = static_cast<int>(hidden);
-    down.n_pieces = static_cast<int>(inter / kPieceCols);
-    down.group_shift = group_shift_for(shape.group_size);
-    down.lanes = lanes_for(down.n_pieces);
-    down.x = h_scratch;
-    down.x_stride = inter;
-    down.x_expert_stride = n_rows * inter;
-    down.y = parts;
-    down.y_stride = hidden;
-    down.y_expert_stride = n_rows * hidden;
-    launch<Mode::Down>(
-        shape.bits, n_rows,
-        dim3(blocks_for(down.rows, down.lanes, kRowsPerLane), static_cast<unsigned>(n_experts)),
-        down, cs);
+    queue_expert_parts(shape, table, n_experts, x, n_rows, h_scratch, parts,
+                       static_cast<cudaStream_t>(stream));
 }
 
 }  // namespace cherenkov::engine::cuda
