@@ -221,6 +221,7 @@ public:
     CudaModel(const ModelWeights& weights, ExpertSource& experts, const CudaModelOptions& options);
     ~CudaModel() override {
         clear_graphs();
+        side_.reset();
         if (registered_ != nullptr) {
             cudaDeviceSynchronize();
             cudaHostUnregister(registered_);
@@ -304,6 +305,7 @@ private:
     DeviceArena call_arena_;   // a call's temporaries outside the layers
     DeviceArena layer_arena_;  // one layer's temporaries, reset per layer
     bool graphs_enabled_ = true;
+    std::unique_ptr<SideStreams> side_;  // null with CHERENKOV_CUDA_STREAMS=0
     std::map<SegmentKey, cudaGraphExec_t> graphs_;
     std::map<SegmentKey, int> seen_;
     uint64_t graph_captures_ = 0;
@@ -349,6 +351,8 @@ CudaModel::CudaModel(const ModelWeights& weights, ExpertSource& experts,
     device_ = upload_model_weights(weights);
     const char* graphs = std::getenv("CHERENKOV_CUDA_GRAPHS");
     graphs_enabled_ = graphs == nullptr || std::string(graphs) != "0";
+    const char* streams = std::getenv("CHERENKOV_CUDA_STREAMS");
+    if (streams == nullptr || std::string(streams) != "0") side_ = std::make_unique<SideStreams>();
 
     // RoPE frequencies exactly as engine::Rope computes them.
     std::vector<float> inv_freq;
@@ -458,6 +462,7 @@ DeviceContext CudaModel::context(ForwardTrace* trace, std::string prefix) {
     ctx.rope_inv_freq = rope_inv_freq_.as<float>();
     ctx.experts = &experts_;
     ctx.expert_pool = pool_.get();
+    ctx.side = side_.get();
     ctx.trace = trace;
     ctx.trace_prefix = std::move(prefix);
     ctx.routing_trace = routing_trace_;
@@ -840,6 +845,7 @@ nlohmann::json CudaModel::backend_stats() const {
     stats["device_expert_pool"] = pool_description_;
     stats["host_records_page_locked_bytes"] = registered_bytes_;
     stats["cuda_graphs"] = graphs_enabled_;
+    stats["cuda_side_streams"] = side_ != nullptr;
     stats["cuda_graph_captures"] = graph_captures_;
     stats["cuda_graph_launches"] = graph_launches_;
     stats["device_scratch_bytes"] = call_arena_.capacity() + layer_arena_.capacity();

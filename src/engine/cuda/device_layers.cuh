@@ -136,6 +136,50 @@ private:
     bool from_arena_ = false;
 };
 
+// Side streams for independent work inside a layer (projections of one input, two routers):
+// fork(main, n) makes side streams [0, n) wait for everything queued on `main` so far; join(main,
+// n) makes `main` wait for everything queued on them since. Work order per stream is unchanged,
+// so results are the same bits as running it all on `main`. Both calls are stream operations, so
+// a captured segment records the branches.
+class SideStreams {
+public:
+    static constexpr int kMax = 3;
+
+    SideStreams() {
+        CHERENKOV_CUDA_CHECK(cudaEventCreateWithFlags(&forked_, cudaEventDisableTiming));
+        for (int i = 0; i < kMax; ++i) {
+            CHERENKOV_CUDA_CHECK(cudaStreamCreateWithFlags(&streams_[i], cudaStreamNonBlocking));
+            CHERENKOV_CUDA_CHECK(cudaEventCreateWithFlags(&done_[i], cudaEventDisableTiming));
+        }
+    }
+    ~SideStreams() {
+        for (int i = 0; i < kMax; ++i) {
+            cudaStreamDestroy(streams_[i]);
+            cudaEventDestroy(done_[i]);
+        }
+        cudaEventDestroy(forked_);
+    }
+    SideStreams(const SideStreams&) = delete;
+    SideStreams& operator=(const SideStreams&) = delete;
+
+    cudaStream_t get(int i) const { return streams_[i]; }
+    void fork(cudaStream_t main, int n) const {
+        CHERENKOV_CUDA_CHECK(cudaEventRecord(forked_, main));
+        for (int i = 0; i < n; ++i) CHERENKOV_CUDA_CHECK(cudaStreamWaitEvent(streams_[i], forked_));
+    }
+    void join(cudaStream_t main, int n) const {
+        for (int i = 0; i < n; ++i) {
+            CHERENKOV_CUDA_CHECK(cudaEventRecord(done_[i], streams_[i]));
+            CHERENKOV_CUDA_CHECK(cudaStreamWaitEvent(main, done_[i]));
+        }
+    }
+
+private:
+    cudaStream_t streams_[kMax] = {};
+    cudaEvent_t done_[kMax] = {};
+    cudaEvent_t forked_ = nullptr;
+};
+
 // Per-sequence device caches of one layer (pointers into the sequence's allocation).
 struct DeviceGatedDeltaNetState {
     float* conv = nullptr;       // [Kc-1, conv_dim], oldest first
@@ -176,6 +220,9 @@ struct DeviceContext {
     const float* rope_inv_freq = nullptr;  // device [rotary_dim / 2], engine::Rope's values
     ExpertSource* experts = nullptr;       // where routed expert records come from (host)
     DeviceExpertPool* expert_pool = nullptr;  // device slots the records are copied into
+    // Side streams for independent work, or null (everything on `stream`). Not used while
+    // tracing (trace reads synchronize `stream` only).
+    const SideStreams* side = nullptr;
     ForwardTrace* trace = nullptr;
     std::string trace_prefix;  // "layers.3." while in layer 3
     // Verification snapshots of the current layer, one per row of the call, or null:

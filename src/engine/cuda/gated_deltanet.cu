@@ -261,10 +261,14 @@ void gated_deltanet_forward(const DeviceGatedDeltaNetWeights& weights,
         CHERENKOV_CUDA_CHECK(
             cudaMemcpyAsync(hist, state.conv, state_bytes, cudaMemcpyDeviceToDevice, stream));
     }
+    // The four projections of `mix` are independent: side streams run three beside the first.
+    const SideStreams* side = ctx.trace == nullptr ? ctx.side : nullptr;
+    if (side != nullptr) side->fork(stream, 3);
     linear_apply(weights.in_qkv, mix, n_rows, hist + kept * conv_dim, stream);
-    linear_apply(weights.in_z, mix, n_rows, z, stream);
-    linear_apply(weights.in_b, mix, n_rows, b_raw, stream);
-    linear_apply(weights.in_a, mix, n_rows, a_raw, stream);
+    linear_apply(weights.in_z, mix, n_rows, z, side != nullptr ? side->get(0) : stream);
+    linear_apply(weights.in_b, mix, n_rows, b_raw, side != nullptr ? side->get(1) : stream);
+    linear_apply(weights.in_a, mix, n_rows, a_raw, side != nullptr ? side->get(2) : stream);
+    if (side != nullptr) side->join(stream, 3);
 
     conv_silu_kernel<<<blocks_for(n_rows * conv_dim, kElementwiseThreads), kElementwiseThreads, 0,
                        stream>>>(hist, weights.conv, n_rows, conv_dim, static_cast<int>(taps),

@@ -52,6 +52,17 @@ void hyper_connection_mix(const DeviceHyperConnectionWeights& weights, const flo
 
     DeviceScratch<float> normed(static_cast<size_t>(n_rows * width), s);
     rms_norm_rows(x, weights.norm, n_rows, width, h, ctx.eps(), normed.data(), s);
+    // The inject projection reads only `normed`: a side stream runs it beside the gate chain.
+    const bool with_inject = inject != nullptr && weights.has_inject;
+    const SideStreams* side = with_inject && ctx.trace == nullptr ? ctx.side : nullptr;
+    if (side != nullptr) side->fork(s, 1);
+    if (with_inject) {
+        const cudaStream_t is = side != nullptr ? side->get(0) : s;
+        linear_apply(weights.inject, normed.data(), n_rows, inject, is);
+        inject_kernel<<<elementwise_blocks(n_rows * n_streams), 256, 0, is>>>(
+            inject, n_rows * n_streams, inv_streams);
+        CHERENKOV_CUDA_CHECK(cudaGetLastError());
+    }
     DeviceScratch<float> down(static_cast<size_t>(n_rows * rank), s);
     linear_apply(weights.down, normed.data(), n_rows, down.data(), s);
     scaled_silu_kernel<<<elementwise_blocks(n_rows * rank), 256, 0, s>>>(down.data(),
@@ -61,12 +72,7 @@ void hyper_connection_mix(const DeviceHyperConnectionWeights& weights, const flo
     mix_kernel<<<elementwise_blocks(n_rows * h), 256, 0, s>>>(gates.data(), normed.data(), n_rows,
                                                               n_streams, h, inv_streams, mix);
     CHERENKOV_CUDA_CHECK(cudaGetLastError());
-    if (inject != nullptr && weights.has_inject) {
-        linear_apply(weights.inject, normed.data(), n_rows, inject, s);
-        inject_kernel<<<elementwise_blocks(n_rows * n_streams), 256, 0, s>>>(
-            inject, n_rows * n_streams, inv_streams);
-        CHERENKOV_CUDA_CHECK(cudaGetLastError());
-    }
+    if (side != nullptr) side->join(s, 1);
 }
 
 }  // namespace cherenkov::engine::cuda

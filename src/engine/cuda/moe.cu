@@ -186,16 +186,16 @@ void check_launch() {
 // "moe.router_logits" and "moe.margin". experts/weights: device [T, top].
 void route(const DeviceMoeWeights& weights, const float* mix, int64_t n_rows, float* logits,
            float* margins, int32_t* experts, float* expert_weights, const DeviceContext& ctx,
-           bool record) {
+           bool record, cudaStream_t stream) {
     const auto& c = *ctx.config;
     const auto n_experts = static_cast<int>(c.num_experts);
     const auto top = static_cast<int>(c.num_experts_per_tok);
-    linear_apply(weights.router, mix, n_rows, logits, ctx.stream);
+    linear_apply(weights.router, mix, n_rows, logits, stream);
     if (record) ctx.record("moe.router_logits", logits, n_rows * n_experts);
     const size_t shared_bytes = (static_cast<size_t>(n_experts) + 32) * sizeof(float) +
                                 static_cast<size_t>(top + 1) * sizeof(int) +
                                 static_cast<size_t>(n_experts);
-    router_topk_kernel<<<static_cast<unsigned>(n_rows), kTopkThreads, shared_bytes, ctx.stream>>>(
+    router_topk_kernel<<<static_cast<unsigned>(n_rows), kTopkThreads, shared_bytes, stream>>>(
         logits, n_experts, top, c.norm_topk_prob, experts, expert_weights,
         record ? margins : nullptr);
     check_launch();
@@ -526,12 +526,19 @@ void moe_route(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, co
     DeviceScratch<float> margins(static_cast<size_t>(n_rows), stream);
     DeviceScratch<int32_t> routing(static_cast<size_t>(shape.n_routings * 2 * tk), stream);
     int32_t* r = routing.data();
+    // The next layer's router (lookahead) runs on a side stream beside this one's.
+    const SideStreams* side = next != nullptr && ctx.trace == nullptr ? ctx.side : nullptr;
+    DeviceScratch<float> next_logits(
+        side != nullptr ? static_cast<size_t>(n_rows * ctx.config->num_experts) : 0, stream);
+    if (side != nullptr) side->fork(stream, 1);
     route(weights, mix, n_rows, logits.data(), margins.data(), r, reinterpret_cast<float*>(r + tk),
-          ctx, true);
+          ctx, true, stream);
     if (next != nullptr) {
-        route(*next, mix, n_rows, logits.data(), nullptr, r + 2 * tk,
-              reinterpret_cast<float*>(r + 3 * tk), ctx, false);
+        route(*next, mix, n_rows, side != nullptr ? next_logits.data() : logits.data(), nullptr,
+              r + 2 * tk, reinterpret_cast<float*>(r + 3 * tk), ctx, false,
+              side != nullptr ? side->get(0) : stream);
     }
+    if (side != nullptr) side->join(stream, 1);
     CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(staging + shape.layout.readback, r,
                                          routing.size() * sizeof(int32_t),
                                          cudaMemcpyDeviceToHost, stream));

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "base/error.h"
 #include "engine/cuda/device_info.h"
@@ -257,25 +258,30 @@ TEST(CudaModel, MinimalDevicePoolGivesTheSameBitsAsAFullOne) {
     EXPECT_EQ(generate(*full.gpu, prompt, 2), generate(*small.gpu, prompt, 2));
 }
 
-// Decode segments replayed as CUDA graphs give the same bits as launching every kernel.
-TEST(CudaModel, GraphReplaysGiveTheSameBitsAsLaunches) {
+// Decode segments replayed as CUDA graphs, and independent projections on side streams, give
+// the same bits as launching every kernel on one stream.
+TEST(CudaModel, GraphsAndSideStreamsGiveTheSameBitsAsOneStream) {
     if (!have_device()) GTEST_SKIP() << "no CUDA device";
     ReferenceFile reference("tiny_a/reference/logits.safetensors");
     const std::vector<int32_t> prompt = reference.tokens("input_ids.chat");
     std::vector<std::vector<int32_t>> outputs;
-    for (const char* graphs : {"1", "0"}) {
+    for (const auto& [graphs, streams] : {std::pair{"1", "1"}, std::pair{"0", "1"},
+                                          std::pair{"1", "0"}, std::pair{"0", "0"}}) {
         setenv("CHERENKOV_CUDA_GRAPHS", graphs, 1);
+        setenv("CHERENKOV_CUDA_STREAMS", streams, 1);
         CudaFixture f("tiny_a/hf_flat_fused");
         unsetenv("CHERENKOV_CUDA_GRAPHS");
+        unsetenv("CHERENKOV_CUDA_STREAMS");
         outputs.push_back(generate(*f.gpu, prompt, 2));
         const nlohmann::json stats = f.gpu->backend_stats();
+        EXPECT_EQ(stats["cuda_side_streams"].get<bool>(), streams[0] == '1');
         if (graphs[0] == '1') {
             EXPECT_GT(stats["cuda_graph_launches"].get<uint64_t>(), 0U);
         } else {
             EXPECT_EQ(stats["cuda_graph_launches"].get<uint64_t>(), 0U);
         }
+        EXPECT_EQ(outputs.back(), outputs.front()) << "graphs " << graphs << " streams " << streams;
     }
-    EXPECT_EQ(outputs[0], outputs[1]);
 }
 
 TEST(CudaModel, BuiltWithoutCudaOrWithoutDeviceSaysSo) {
