@@ -96,12 +96,12 @@ int run_bench(const BenchOptions& options) {
         std::cout << report.dump(2) << '\n';
         return 0;
     }
-    std::printf("model %s, backend %s, %d threads, Q%d experts, prompt %lld, generate %lld, "
-                "drafts %d\n",
-                opened.store_dir().c_str(), loaded->backend_name().c_str(), loaded->pool().size(),
-                loaded->expert_bits(),
-                static_cast<long long>(options.prompt_tokens),
-                static_cast<long long>(options.gen_tokens), options.drafts);
+    std::printf(
+        "model %s, backend %s, %d threads, Q%d experts, prompt %lld, generate %lld, "
+        "drafts %d\n",
+        opened.store_dir().c_str(), loaded->backend_name().c_str(), loaded->pool().size(),
+        loaded->expert_bits(), static_cast<long long>(options.prompt_tokens),
+        static_cast<long long>(options.gen_tokens), options.drafts);
     for (const auto& run : runs) {
         std::printf(
             "prefill %9.2f tok/s  decode %8.2f tok/s  expert MB/token: prefill %.3f decode %.3f\n",

@@ -1,8 +1,6 @@
 // The CUDA ModelBackend (cuda_model.h): host bookkeeping shared with the CPU model
 // (sequence_bookkeeping.h), device caches per sequence (DeviceSequence), and the decoder layers of
 // device_layers.cuh composed exactly as engine/model/model.cpp composes the CPU ones.
-#include "engine/cuda/cuda_model.h"
-
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -14,6 +12,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "engine/cuda/cuda_model.h"
 #include "engine/cuda/device_expert_pool.h"
 #include "engine/cuda/device_layers.cuh"
 #include "engine/cuda/device_weights.h"
@@ -199,7 +198,8 @@ LayerPlan plan_layer(const q4::Config& c, const LayerWeights& w, int64_t capacit
     LayerPlan p;
     if (w.gdn) {
         p.gdn_conv = (c.linear_conv_kernel_dim - 1) * c.conv_dim;
-        p.gdn_recurrent = c.linear_num_value_heads * c.linear_key_head_dim * c.linear_value_head_dim;
+        p.gdn_recurrent =
+            c.linear_num_value_heads * c.linear_key_head_dim * c.linear_value_head_dim;
     } else {
         p.attention = true;
         p.kv_width = c.num_key_value_heads * c.head_dim;
@@ -385,9 +385,8 @@ CudaModel::CudaModel(const ModelWeights& weights, ExpertSource& experts,
     for (const LayerPlan& p : trunk_plan_)
         state_floats += (p.gdn_conv + p.gdn_recurrent + p.ple_conv) * (options.max_rows + 1);
     const int64_t widest = std::max<int64_t>(
-        {c.vocab_size, c.conv_dim * 2, c.num_attention_heads * c.head_dim * 2,
-         c.hc_width() * 4, c.num_experts * 2,
-         c.num_experts_per_tok * c.hidden_size + c.moe_intermediate_size * 2});
+        {c.vocab_size, c.conv_dim * 2, c.num_attention_heads * c.head_dim * 2, c.hc_width() * 4,
+         c.num_experts * 2, c.num_experts_per_tok * c.hidden_size + c.moe_intermediate_size * 2});
     const uint64_t scratch_bytes =
         static_cast<uint64_t>(options.prefill_chunk) * widest * 8 * sizeof(float) + (512ULL << 20);
     const store::ExpertLayout& layout = experts.layout();
@@ -402,8 +401,9 @@ CudaModel::CudaModel(const ModelWeights& weights, ExpertSource& experts,
     req.measured_usable_bytes = free_bytes;
     const PoolSetting setting = parse_pool_setting(options.pool);
     if (setting.mode == PoolMode::Explicit && setting.bytes == 0) {
-        throw_invalid("--pool-gb 0 is not possible with --backend cuda: routed experts are "
-                      "computed from the device pool (give at least one layer-step's experts)");
+        throw_invalid(
+            "--pool-gb 0 is not possible with --backend cuda: routed experts are "
+            "computed from the device pool (give at least one layer-step's experts)");
     }
     const PoolBudget budget = resolve_pool_budget(setting, req);
     if (setting.mode == PoolMode::Explicit &&
@@ -423,7 +423,8 @@ CudaModel::CudaModel(const ModelWeights& weights, ExpertSource& experts,
         registered_ = records.data();
         registered_bytes_ = records.size();
     } else {
-        cudaGetLastError();  // not registered (e.g. over the locked-memory limit): copies still work
+        cudaGetLastError();  // not registered (e.g. over the locked-memory limit): copies still
+                             // work
     }
     pool_description_ = "device " + budget.description;
 }
@@ -442,16 +443,19 @@ SequenceState CudaModel::new_sequence(int64_t max_ctx) const {
     // Host bookkeeping as the CPU model keeps it (make_sequence_state), without the host caches.
     SequenceState s;
     const q4::Config& c = weights_.config;
-    if (c.has_ple()) s.ngram_context.assign(static_cast<size_t>(c.ngram_context_len), c.first_eos());
+    if (c.has_ple())
+        s.ngram_context.assign(static_cast<size_t>(c.ngram_context_len), c.first_eos());
     const int64_t capacity = std::max<int64_t>(max_ctx, 1) + 8;
     std::vector<LayerPlan> trunk;
     std::vector<LayerPlan> mtp;
-    for (const LayerWeights& l : weights_.layers) trunk.push_back(plan_layer(config(), l, capacity));
+    for (const LayerWeights& l : weights_.layers)
+        trunk.push_back(plan_layer(config(), l, capacity));
     if (weights_.mtp) {
         for (const LayerWeights& l : weights_.mtp->layers)
             mtp.push_back(plan_layer(config(), l, capacity));
     }
-    s.backend = BackendStateHandle(std::make_unique<DeviceSequence>(config(), trunk, mtp, capacity));
+    s.backend =
+        BackendStateHandle(std::make_unique<DeviceSequence>(config(), trunk, mtp, capacity));
     return s;
 }
 
@@ -758,13 +762,13 @@ MtpResult CudaModel::mtp_chain(SequenceState& state, std::span<const float> prev
 }
 
 MtpResult CudaModel::mtp_rows(SequenceState& state, const float* residuals,
-                              std::span<const int32_t> tokens, int64_t first_position,
-                              int64_t step, bool all_logits, ForwardTrace* trace) {
+                              std::span<const int32_t> tokens, int64_t first_position, int64_t step,
+                              bool all_logits, ForwardTrace* trace) {
     MtpResult result;
     {
         const ArenaScope arena(&call_arena_);
-        result = mtp_rows_in_arena(state, residuals, tokens, first_position, step, all_logits,
-                                   trace);
+        result =
+            mtp_rows_in_arena(state, residuals, tokens, first_position, step, all_logits, trace);
     }
     grow_arenas();
     return result;

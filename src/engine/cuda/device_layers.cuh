@@ -192,10 +192,10 @@ struct DevicePleState {
 
 // QSA caches, token-major like engine::AttentionCache; lengths are host values.
 struct DeviceAttentionCache {
-    int64_t capacity = 0;       // tokens the arrays hold (max_ctx)
-    int64_t length = 0;         // valid tokens
-    float* keys = nullptr;      // [capacity, nKV·D] after k_norm and RoPE
-    float* values = nullptr;    // [capacity, nKV·D]
+    int64_t capacity = 0;         // tokens the arrays hold (max_ctx)
+    int64_t length = 0;           // valid tokens
+    float* keys = nullptr;        // [capacity, nKV·D] after k_norm and RoPE
+    float* values = nullptr;      // [capacity, nKV·D]
     float* index_keys = nullptr;  // [capacity, dI] raw
     float* block_keys = nullptr;  // [capacity / r, dI]: kB_b of completed blocks
     int64_t n_block_keys = 0;
@@ -203,7 +203,8 @@ struct DeviceAttentionCache {
     void truncate(int64_t n, int64_t compress_ratio) {
         if (n >= length) return;
         length = n;
-        if (compress_ratio > 0 && n_block_keys > n / compress_ratio) n_block_keys = n / compress_ratio;
+        if (compress_ratio > 0 && n_block_keys > n / compress_ratio)
+            n_block_keys = n / compress_ratio;
     }
 };
 
@@ -217,8 +218,8 @@ struct DeviceLayerState {
 struct DeviceContext {
     const model_data::qwen4_exp::Config* config = nullptr;
     cudaStream_t stream = nullptr;
-    const float* rope_inv_freq = nullptr;  // device [rotary_dim / 2], engine::Rope's values
-    ExpertSource* experts = nullptr;       // where routed expert records come from (host)
+    const float* rope_inv_freq = nullptr;     // device [rotary_dim / 2], engine::Rope's values
+    ExpertSource* experts = nullptr;          // where routed expert records come from (host)
     DeviceExpertPool* expert_pool = nullptr;  // device slots the records are copied into
     // Side streams for independent work, or null (everything on `stream`). Not used while
     // tracing (trace reads synchronize `stream` only).

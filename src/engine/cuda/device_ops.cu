@@ -11,8 +11,8 @@ namespace {
 constexpr int kNormThreads = 256;
 
 // One block per (row, group): y = x / sqrt(mean(x²) + eps) · w.
-__global__ void rms_norm_kernel(const float* x, const float* w, int64_t n, int64_t group,
-                                float eps, float* y) {
+__global__ void rms_norm_kernel(const float* x, const float* w, int64_t n, int64_t group, float eps,
+                                float* y) {
     __shared__ float partial[32];
     const int64_t row = blockIdx.x;
     const int64_t start = row * n + static_cast<int64_t>(blockIdx.y) * group;

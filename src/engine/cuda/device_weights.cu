@@ -1,11 +1,10 @@
 // Uploads dense.bin once and translates ModelWeights' host views into it (device_weights.h).
-#include "engine/cuda/device_weights.h"
-
 #include <cstdint>
 #include <span>
 #include <string>
 
 #include "base/error.h"
+#include "engine/cuda/device_weights.h"
 
 namespace cherenkov::engine::cuda {
 namespace {
@@ -55,7 +54,8 @@ DeviceLinear linear(const Linear& l, const Translator& t) {
     return d;
 }
 
-DeviceHyperConnectionWeights hyper_connection(const HyperConnectionWeights& w, const Translator& t) {
+DeviceHyperConnectionWeights hyper_connection(const HyperConnectionWeights& w,
+                                              const Translator& t) {
     DeviceHyperConnectionWeights d;
     d.norm = t(w.norm, "hc norm");
     d.down = linear(w.down, t);

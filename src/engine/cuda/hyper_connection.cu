@@ -65,8 +65,8 @@ void hyper_connection_mix(const DeviceHyperConnectionWeights& weights, const flo
     }
     DeviceScratch<float> down(static_cast<size_t>(n_rows * rank), s);
     linear_apply(weights.down, normed.data(), n_rows, down.data(), s);
-    scaled_silu_kernel<<<elementwise_blocks(n_rows * rank), 256, 0, s>>>(down.data(),
-                                                                        n_rows * rank, inv_streams);
+    scaled_silu_kernel<<<elementwise_blocks(n_rows * rank), 256, 0, s>>>(down.data(), n_rows * rank,
+                                                                         inv_streams);
     DeviceScratch<float> gates(static_cast<size_t>(n_rows * width), s);
     linear_apply(weights.up, down.data(), n_rows, gates.data(), s);
     mix_kernel<<<elementwise_blocks(n_rows * h), 256, 0, s>>>(gates.data(), normed.data(), n_rows,

@@ -6,9 +6,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <optional>
 #include <climits>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -540,8 +540,8 @@ void moe_route(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, co
     }
     if (side != nullptr) side->join(stream, 1);
     CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(staging + shape.layout.readback, r,
-                                         routing.size() * sizeof(int32_t),
-                                         cudaMemcpyDeviceToHost, stream));
+                                         routing.size() * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                                         stream));
 }
 
 void moe_forward(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, const float* mix,

@@ -83,8 +83,8 @@ void ple_forward(const DevicePleWeights& weights, DevicePleState& state, const f
     // hist = [the state's rows ; this call's normalized gated rows]
     const size_t row_bytes = static_cast<size_t>(width) * sizeof(float);
     DeviceScratch<float> hist(static_cast<size_t>((history + n_rows) * width), s);
-    CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(hist.data(), state.conv, history * row_bytes,
-                                         cudaMemcpyDeviceToDevice, s));
+    CHERENKOV_CUDA_CHECK(
+        cudaMemcpyAsync(hist.data(), state.conv, history * row_bytes, cudaMemcpyDeviceToDevice, s));
     rms_norm_rows(gated.data(), weights.norm_conv, n_rows, width, h, ctx.eps(),
                   hist.data() + history * width, s);
 
@@ -98,8 +98,8 @@ void ple_forward(const DevicePleWeights& weights, DevicePleState& state, const f
         // After row t the state is hist rows [t+1, t+1+history) (verification: T ≤ 4).
         for (int64_t t = 0; t < n_rows; ++t) {
             CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(ctx.ple_conv_snapshots + t * history * width,
-                                                 hist.data() + (t + 1) * width,
-                                                 history * row_bytes, cudaMemcpyDeviceToDevice, s));
+                                                 hist.data() + (t + 1) * width, history * row_bytes,
+                                                 cudaMemcpyDeviceToDevice, s));
         }
     }
     CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(state.conv, hist.data() + n_rows * width,

@@ -133,9 +133,10 @@ PoolBudget resolve_adaptive(const PoolRequirements& req, const MemorySources& so
     const uint64_t outside = req.fixed_bytes + std::max(req.min_headroom_bytes, req.reserve_bytes);
     const uint64_t pool_bytes = usable > outside ? usable - outside : 0;
     uint64_t n_slots = std::min(pool_bytes / req.slot_bytes, req.n_table_records);
-    std::string description = "adaptive pool from " + gb_text(usable) +
-                              (req.measured_usable_bytes ? " free device memory (" : " usable memory (") +
-                              gb_text(outside) + " kept outside the pool)";
+    std::string description =
+        "adaptive pool from " + gb_text(usable) +
+        (req.measured_usable_bytes ? " free device memory (" : " usable memory (") +
+        gb_text(outside) + " kept outside the pool)";
     if (n_slots < step_slots(req)) {
         const uint64_t step_bytes = step_slots(req) * req.slot_bytes;
         if (usable < req.fixed_bytes + step_bytes) {

@@ -32,7 +32,6 @@ void check_commit(const SequenceState& state, int64_t n_rows);
 
 // After the caches were rolled back to `keep` tokens: history, n-gram context, pending
 // residuals and position follow.
-void commit_bookkeeping(const model_data::qwen4_exp::Config& c, SequenceState& state,
-                        int64_t keep);
+void commit_bookkeeping(const model_data::qwen4_exp::Config& c, SequenceState& state, int64_t keep);
 
 }  // namespace cherenkov::engine

@@ -26,8 +26,8 @@ public:
 };
 
 struct Divergence {
-    double max_abs = 0.0;    // largest |primary − reference| over the logits
-    double max_ref = 0.0;    // largest |reference| (scale)
+    double max_abs = 0.0;  // largest |primary − reference| over the logits
+    double max_ref = 0.0;  // largest |reference| (scale)
     int64_t rows = 0;
     int64_t argmax_equal = 0;
 };
@@ -100,9 +100,8 @@ public:
 
     ForwardResult forward(SequenceState& state, std::span<const int32_t> tokens,
                           const ForwardOptions& options) override {
-        ForwardResult result = on_primary(state, [&](SequenceState& s) {
-            return primary_.forward(s, tokens, options);
-        });
+        ForwardResult result = on_primary(
+            state, [&](SequenceState& s) { return primary_.forward(s, tokens, options); });
         ForwardOptions quiet = options;
         quiet.trace = nullptr;
         const ForwardResult reference = reference_.forward(shadow(state), tokens, quiet);

@@ -80,8 +80,9 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
         // The device pool caches; the host pool stages reads into it (or is the RAM tier).
         const std::string host = options.host_pool.empty() ? "staging" : options.host_pool;
         if (host == "staging") {
-            const uint64_t step = static_cast<uint64_t>(std::max<int64_t>(options.max_rows, 1) *
-                                                        loaded->weights_->config.num_experts_per_tok);
+            const uint64_t step =
+                static_cast<uint64_t>(std::max<int64_t>(options.max_rows, 1) *
+                                      loaded->weights_->config.num_experts_per_tok);
             const uint64_t slot = find_expert_tables(options.store_dir, bits)
                                       .at(options.expert_bits)
                                       .layout.record_bytes;
@@ -109,8 +110,7 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
         device.max_rows = std::max<int64_t>(options.max_rows, 1);
         device.max_ctx = options.max_ctx;
         device.max_bits = std::max(options.expert_bits, options.miss_bits);
-        loaded->cuda_model_ =
-            cuda::make_cuda_model(*loaded->weights_, *loaded->experts_, device);
+        loaded->cuda_model_ = cuda::make_cuda_model(*loaded->weights_, *loaded->experts_, device);
         loaded->backend_ = loaded->cuda_model_.get();
         loaded->pool_description_ =
             loaded->cuda_model_->backend_stats().value("device_expert_pool", "") + "; host " +

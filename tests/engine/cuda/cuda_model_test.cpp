@@ -200,15 +200,16 @@ TEST(CudaModel, MtpCatchUpMatchesTheCpu) {
     const std::span<const int32_t> all(tokens);
     std::vector<std::vector<float>> logits;
     std::vector<std::vector<float>> chained;
-    for (engine::ModelBackend* model : {f.gpu.get(), static_cast<engine::ModelBackend*>(&f.cpu.model)}) {
+    for (engine::ModelBackend* model :
+         {f.gpu.get(), static_cast<engine::ModelBackend*>(&f.cpu.model)}) {
         engine::SequenceState state = model->new_sequence(256);
         engine::ForwardOptions options;
         options.keep_residuals = true;
         model->forward(state, all.first(tokens.size() - 1), options);
         engine::MtpResult r = model->mtp_catch_up(state, tokens.back(), true);
         logits.push_back(r.logits);
-        const int32_t draft = static_cast<int32_t>(
-            engine::argmax(std::span<const float>(r.logits).last(static_cast<size_t>(model->vocab_size()))));
+        const int32_t draft = static_cast<int32_t>(engine::argmax(
+            std::span<const float>(r.logits).last(static_cast<size_t>(model->vocab_size()))));
         chained.push_back(
             model->mtp_chain(state, r.last_residual, draft, state.position, 1).logits);
     }
@@ -247,7 +248,8 @@ TEST(CudaModel, MinimalDevicePoolGivesTheSameBitsAsAFullOne) {
     const auto& layout = probe.weights->manifest.experts;
     // One layer-step of 3 rows: 3·k records, in decimal GB as --pool-gb takes it.
     const double slot = static_cast<double>((layout.record_bytes + 255) / 256 * 256);
-    const double gb = slot * 3.0 * static_cast<double>(probe.weights->config.num_experts_per_tok) / 1e9;
+    const double gb =
+        slot * 3.0 * static_cast<double>(probe.weights->config.num_experts_per_tok) / 1e9;
     char text[64];
     std::snprintf(text, sizeof(text), "%.9f", gb);
     CudaFixture full("tiny_a/hf_flat_fused", "max");
@@ -265,8 +267,8 @@ TEST(CudaModel, GraphsAndSideStreamsGiveTheSameBitsAsOneStream) {
     ReferenceFile reference("tiny_a/reference/logits.safetensors");
     const std::vector<int32_t> prompt = reference.tokens("input_ids.chat");
     std::vector<std::vector<int32_t>> outputs;
-    for (const auto& [graphs, streams] : {std::pair{"1", "1"}, std::pair{"0", "1"},
-                                          std::pair{"1", "0"}, std::pair{"0", "0"}}) {
+    for (const auto& [graphs, streams] :
+         {std::pair{"1", "1"}, std::pair{"0", "1"}, std::pair{"1", "0"}, std::pair{"0", "0"}}) {
         setenv("CHERENKOV_CUDA_GRAPHS", graphs, 1);
         setenv("CHERENKOV_CUDA_STREAMS", streams, 1);
         CudaFixture f("tiny_a/hf_flat_fused");
