@@ -150,7 +150,7 @@ TEST_F(CudaAffineGemm, MatchesCpuOnFlashShapes) {
     for (const auto& shape : shapes) {
         for (const int bits : kBits) {
             const TestMatrix m = make_matrix(shape[0], shape[1], bits, 64,
-                                             static_cast<uint64_t>(bits * 7 + shape[0]));
+                                             static_cast<uint64_t>(bits) * 7 + static_cast<uint64_t>(shape[0]));
             // Every row count at Q4, one prefill size at the other widths.
             for (const int64_t n_rows : kPrefillRows) {
                 if (bits != 4 && n_rows != 64) continue;

@@ -247,7 +247,7 @@ TEST(CudaModel, MinimalDevicePoolGivesTheSameBitsAsAFullOne) {
     FixtureEngine probe("tiny_a/hf_flat_fused");
     const auto& layout = probe.weights->manifest.experts;
     // One layer-step of 3 rows: 3·k records, in decimal GB as --pool-gb takes it.
-    const double slot = static_cast<double>((layout.record_bytes + 255) / 256 * 256);
+    const double slot = static_cast<double>(store::align_up(layout.record_bytes, 256));
     const double gb =
         slot * 3.0 * static_cast<double>(probe.weights->config.num_experts_per_tok) / 1e9;
     char text[64];

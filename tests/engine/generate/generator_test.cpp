@@ -12,7 +12,7 @@ namespace cherenkov::testing {
 namespace {
 
 std::vector<int32_t> generate(FixtureEngine& engine, const std::vector<int32_t>& prompt,
-                              engine::GenerationOptions options,
+                              const engine::GenerationOptions& options,
                               engine::GenerationStats* stats = nullptr) {
     return generate_tokens(engine.model, prompt, options, stats);
 }
