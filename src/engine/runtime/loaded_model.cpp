@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "base/file.h"
+#include "base/log.h"
 #include "engine/cuda/cuda_model.h"
 #include "engine/cuda/device_info.h"
 #include "engine/experts/direct_expert_reader.h"
@@ -67,55 +68,67 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
     std::vector<int> bits = {options.expert_bits};
     if (options.miss_bits != 0 && options.miss_bits != options.expert_bits)
         bits.push_back(options.miss_bits);
-    ExpertSourceOptions source;
-    source.cache.tables = find_expert_tables(options.store_dir, bits);
-    source.cache.resident_bits = options.expert_bits;
-    source.cache.miss_bits = options.miss_bits;
-    source.cache.policy = parse_replacement_kind(options.policy);
-    source.cache.cut_weak = options.cut_weak;
-    source.cache.n_io_threads = options.io_threads;
-    const std::string backend = resolve_backend(options.backend);
-    if (options.buffered_io) source.cache.direct_io = DirectIo::Off;
+    ExpertSourceOptions base;
+    base.cache.tables = find_expert_tables(options.store_dir, bits);
+    base.cache.resident_bits = options.expert_bits;
+    base.cache.miss_bits = options.miss_bits;
+    base.cache.policy = parse_replacement_kind(options.policy);
+    base.cache.cut_weak = options.cut_weak;
+    base.cache.n_io_threads = options.io_threads;
+    if (options.buffered_io) base.cache.direct_io = DirectIo::Off;
+    base.max_rows = std::max<int64_t>(options.max_rows, 1);
+    base.top_k = loaded->weights_->config.num_experts_per_tok;
+    base.fixed_bytes = loaded->weights_->resident_bytes();
+    // The host expert source with `pool`, and the CPU model over it.
+    const auto build_host_side = [&](const PoolSetting& pool) {
+        ExpertSourceOptions source = base;
+        source.pool = pool;
+        BuiltExpertSource built = make_expert_source(std::move(source));
+        loaded->model_.reset();
+        loaded->experts_ = std::move(built.source);
+        loaded->pool_bytes_ = built.budget.bytes;
+        loaded->pool_description_ = built.budget.description;
+        if (!loaded->pool_) loaded->pool_ = std::make_unique<ThreadPool>(options.threads);
+        loaded->model_ =
+            std::make_unique<Model>(*loaded->weights_, *loaded->experts_, *loaded->pool_);
+        loaded->backend_ = loaded->model_.get();
+    };
+    std::string backend = resolve_backend(options.backend);
     if (backend == "cuda") {
         // The device pool caches; the host pool stages reads into it (or is the RAM tier).
         const std::string host = options.host_pool.empty() ? "staging" : options.host_pool;
         if (host == "staging") {
-            const uint64_t step =
-                static_cast<uint64_t>(std::max<int64_t>(options.max_rows, 1) *
-                                      loaded->weights_->config.num_experts_per_tok);
-            const uint64_t slot = find_expert_tables(options.store_dir, bits)
-                                      .at(options.expert_bits)
-                                      .layout.record_bytes;
-            source.pool = PoolSetting{.mode = PoolMode::Explicit, .bytes = 4 * step * slot};
+            const uint64_t step = static_cast<uint64_t>(base.max_rows * base.top_k);
+            const uint64_t slot = base.cache.tables.at(options.expert_bits).layout.record_bytes;
+            build_host_side(PoolSetting{.mode = PoolMode::Explicit, .bytes = 4 * step * slot});
         } else {
-            source.pool = parse_pool_setting(host);
+            build_host_side(parse_pool_setting(host));
         }
-    } else {
-        source.pool = parse_pool_setting(options.pool);
-    }
-    source.max_rows = std::max<int64_t>(options.max_rows, 1);
-    source.top_k = loaded->weights_->config.num_experts_per_tok;
-    source.fixed_bytes = loaded->weights_->resident_bytes();
-    BuiltExpertSource built = make_expert_source(std::move(source));
-    loaded->experts_ = std::move(built.source);
-    loaded->pool_bytes_ = built.budget.bytes;
-    loaded->pool_description_ = built.budget.description;
-    loaded->pool_ = std::make_unique<ThreadPool>(options.threads);
-    loaded->model_ = std::make_unique<Model>(*loaded->weights_, *loaded->experts_, *loaded->pool_);
-    loaded->backend_ = loaded->model_.get();
-    loaded->backend_name_ = backend;
-    if (backend == "cuda") {
         cuda::CudaModelOptions device;
         device.pool = options.pool;
-        device.max_rows = std::max<int64_t>(options.max_rows, 1);
+        device.max_rows = base.max_rows;
         device.max_ctx = options.max_ctx;
         device.max_bits = std::max(options.expert_bits, options.miss_bits);
-        loaded->cuda_model_ = cuda::make_cuda_model(*loaded->weights_, *loaded->experts_, device);
-        loaded->backend_ = loaded->cuda_model_.get();
-        loaded->pool_description_ =
-            loaded->cuda_model_->backend_stats().value("device_expert_pool", "") + "; host " +
-            loaded->pool_description_;
+        try {
+            loaded->cuda_model_ =
+                cuda::make_cuda_model(*loaded->weights_, *loaded->experts_, device);
+            loaded->backend_ = loaded->cuda_model_.get();
+            loaded->pool_description_ =
+                loaded->cuda_model_->backend_stats().value("device_expert_pool", "") + "; host " +
+                loaded->pool_description_;
+        } catch (const Error& e) {
+            // `auto` asked for the GPU only if it can take the model; an explicit request fails.
+            const bool fallback = options.backend == "auto" &&
+                                  (e.kind() == ErrorKind::ResourceExhausted ||
+                                   e.kind() == ErrorKind::Unsupported);
+            if (!fallback) throw;
+            log_warn("engine", std::string("cuda backend not usable, running on the cpu: ") +
+                                   e.what());
+            backend = "cpu";
+        }
     }
+    if (backend == "cpu") build_host_side(parse_pool_setting(options.pool));
+    loaded->backend_name_ = backend;
     if (options.check) {
         loaded->checked_ = make_checked_backend(*loaded->backend_, *loaded->model_);
         loaded->backend_ = loaded->checked_.get();
