@@ -31,11 +31,23 @@ bool aligned(const void* pointer, size_t alignment) {
 
 }  // namespace
 
-// Up to this many rows go through the GEMV in chunks of kMaxGemvRows: the tiled GEMM's grid is
-// too small to fill the GPU below it (measured on the H200: 8 rows of a [2560, 640] matrix took
-// ~200 µs as one GEMM tile column against ~10 µs as two GEMV launches). Prefill's routed experts
-// mostly see a handful of rows each.
-constexpr int64_t kMaxChunkedGemvRows = 16;
+// Few rows go through the GEMV in chunks of kMaxGemvRows when the tiled GEMM could not fill the
+// GPU: its grid is ⌈out/128⌉ × ⌈T/32⌉ blocks, so a [2560, 640] expert matrix at 8-64 rows gets
+// 20-40 blocks on a 132-SM H200 (measured: 8 rows took ~200 µs as one GEMM against ~10 µs as two
+// GEMV launches). Each GEMV chunk reads the weights again, so this stops at kMaxChunkedGemvRows
+// and at GEMM grids of two waves or more. Prefill's routed experts mostly see a few rows each.
+constexpr int64_t kMaxChunkedGemvRows = 64;
+constexpr int64_t kGemmRowsPerBlock = 128;
+constexpr int64_t kGemmMinTokensPerBlock = 32;
+constexpr int64_t kGemmBlocksToFill = 2 * 132;
+
+bool prefer_chunked_gemv(int64_t out_rows, int64_t n_rows) {
+    if (n_rows <= kMaxGemvRows) return true;
+    if (n_rows > kMaxChunkedGemvRows) return false;
+    const int64_t blocks = (out_rows + kGemmRowsPerBlock - 1) / kGemmRowsPerBlock *
+                           ((n_rows + kGemmMinTokensPerBlock - 1) / kGemmMinTokensPerBlock);
+    return blocks < kGemmBlocksToFill;
+}
 
 void affine_matmul(const DeviceAffineMatrix& w, const float* x, size_t x_stride, int64_t n_rows,
                    float* y, size_t y_stride, cudaStream_t stream) {
@@ -43,7 +55,7 @@ void affine_matmul(const DeviceAffineMatrix& w, const float* x, size_t x_stride,
     if (n_rows == 0) return;
     // The GEMV wants 16-byte x rows (every chunk's first row too: strides a multiple of 4
     // floats); anything it cannot take goes to the GEMM, which takes all.
-    const bool gemv_fits = n_rows <= kMaxChunkedGemvRows &&
+    const bool gemv_fits = prefer_chunked_gemv(w.rows, n_rows) &&
                            affine_gemv_supports(w.bits, w.group_size) && aligned(x, 16) &&
                            (n_rows == 1 || x_stride % 4 == 0) && aligned(w.codes, 16);
     if (gemv_fits) {
@@ -74,7 +86,7 @@ void linear_apply(const DeviceLinear& linear, const float* x, int64_t n_rows, fl
                       static_cast<size_t>(out), stream);
     } else {
         // Few rows: the GEMV path per chunk (see kMaxChunkedGemvRows).
-        const int64_t chunk = n_rows <= kMaxChunkedGemvRows ? kMaxGemvRows : n_rows;
+        const int64_t chunk = prefer_chunked_gemv(out, n_rows) ? kMaxGemvRows : n_rows;
         for (int64_t first = 0; first < n_rows; first += chunk) {
             f32_matmul(DeviceF32Matrix{out, in, linear.dense}, x + first * in,
                        static_cast<size_t>(in), std::min(chunk, n_rows - first), y + first * out,

@@ -149,8 +149,9 @@ TEST_F(CudaAffineGemm, MatchesCpuOnFlashShapes) {
     const int64_t shapes[][2] = {{10240, 2560}, {2560, 640}, {640, 2560}};
     for (const auto& shape : shapes) {
         for (const int bits : kBits) {
-            const TestMatrix m = make_matrix(shape[0], shape[1], bits, 64,
-                                             static_cast<uint64_t>(bits) * 7 + static_cast<uint64_t>(shape[0]));
+            const TestMatrix m =
+                make_matrix(shape[0], shape[1], bits, 64,
+                            static_cast<uint64_t>(bits) * 7 + static_cast<uint64_t>(shape[0]));
             // Every row count at Q4, one prefill size at the other widths.
             for (const int64_t n_rows : kPrefillRows) {
                 if (bits != 4 && n_rows != 64) continue;
@@ -198,8 +199,9 @@ TEST_F(CudaAffineGemm, HandlesUnalignedAndStridedRows) {
 // when it is not, and 5+ through the GEMM.
 TEST_F(CudaAffineGemm, AffineMatmulRoutesEveryRowCount) {
     const TestMatrix m = make_matrix(333, 640, 4, 64, 5);
-    // 1-4 rows: one GEMV; 5-16: GEMV chunks of 4; 17: the GEMM (unaligned x: always the GEMM).
-    for (const int64_t n_rows : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17}) {
+    // 1-4 rows: one GEMV; 5-64 on this small matrix: GEMV chunks of 4; 65: the GEMM (unaligned
+    // x: always the GEMM).
+    for (const int64_t n_rows : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17, 63, 64, 65}) {
         for (const size_t x_offset : {size_t{0}, size_t{1}}) {
             const Layout layout{640 + 5 * x_offset, 333 + 2, x_offset};
             const double e = check_affine(
