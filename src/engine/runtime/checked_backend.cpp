@@ -1,10 +1,14 @@
 #include "engine/runtime/checked_backend.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <iterator>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "base/error.h"
 
@@ -78,6 +82,66 @@ auto on_primary(SequenceState& state, Call&& call) {
     return call(state);
 }
 
+// A call whose logits differ by more than this (spec/qwen4_exp.md §4.3's tolerance) is replayed
+// with traces to find the first stage that diverges.
+constexpr double kLogitTolerance = 1e-3;
+// A traced stage diverges when its largest difference exceeds this fraction of its RMS.
+constexpr double kStageTolerance = 1e-4;
+
+// Forward order of a traced stage name ("embed", "layers.{l}.{stage}", "final_hidden").
+std::pair<int64_t, int> stage_order(const std::string& name) {
+    static const char* const kStages[] = {
+        "ple.embedding",  "ple.out",    "attn_hc.mix",   "attn_hc.inject",    "mixer_out",
+        "x_mid",          "mlp_hc.mix", "mlp_hc.inject", "moe.router_logits", "moe.shared_out",
+        "moe.routed_out", "moe.out",    "x_out"};
+    if (name == "embed") return {-1, 0};
+    if (name.rfind("layers.", 0) != 0) return {INT64_MAX, 0};
+    const size_t dot = name.find('.', 7);
+    const int64_t layer = std::stoll(name.substr(7, dot - 7));
+    const std::string stage = name.substr(dot + 1);
+    for (int i = 0; i < static_cast<int>(std::size(kStages)); ++i) {
+        if (stage == kStages[i]) return {layer, i};
+    }
+    return {layer, static_cast<int>(std::size(kStages))};
+}
+
+// The first stage (in forward order) where `primary` is off `reference` by more than
+// kStageTolerance of the stage's RMS, as a line for stderr.
+std::string first_divergent_stage(const ForwardTrace& primary, const ForwardTrace& reference) {
+    std::vector<std::string> names;
+    for (const auto& [name, values] : reference.tensors) {
+        if (name.ends_with("margin") || name.ends_with("selected_blocks")) continue;
+        names.push_back(name);
+    }
+    std::stable_sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
+        return stage_order(a) < stage_order(b);
+    });
+    for (const std::string& name : names) {
+        const std::vector<float>& expected = reference.tensors.at(name);
+        const auto it = primary.tensors.find(name);
+        if (it == primary.tensors.end() || it->second.size() != expected.size()) {
+            return "stage " + name + " is missing from the backend's trace";
+        }
+        double sum = 0.0;
+        double worst = 0.0;
+        for (size_t i = 0; i < expected.size(); ++i) {
+            sum += static_cast<double>(expected[i]) * expected[i];
+            worst = std::max(worst, static_cast<double>(std::fabs(it->second[i] - expected[i])));
+        }
+        const double rms =
+            std::sqrt(sum / static_cast<double>(std::max<size_t>(expected.size(), 1)));
+        if (worst > kStageTolerance * rms + 1e-30) {
+            char line[256];
+            std::snprintf(line, sizeof(line),
+                          "first stage off by more than %.0e of its rms: %s "
+                          "(max |diff| %.3g, rms %.3g)",
+                          kStageTolerance, name.c_str(), worst, rms);
+            return line;
+        }
+    }
+    return "every traced stage is within 1e-4 of its rms (the difference is in the head)";
+}
+
 class CheckedBackend final : public ModelBackend {
 public:
     CheckedBackend(ModelBackend& primary, ModelBackend& reference)
@@ -100,12 +164,16 @@ public:
 
     ForwardResult forward(SequenceState& state, std::span<const int32_t> tokens,
                           const ForwardOptions& options) override {
+        // A checkpoint of both sides, to replay the call with traces if it diverges.
+        SequenceState before = state;
         ForwardResult result = on_primary(
             state, [&](SequenceState& s) { return primary_.forward(s, tokens, options); });
         ForwardOptions quiet = options;
         quiet.trace = nullptr;
         const ForwardResult reference = reference_.forward(shadow(state), tokens, quiet);
-        report("forward", compare(result.logits, reference.logits, vocab_size()));
+        const Divergence d = compare(result.logits, reference.logits, vocab_size());
+        report("forward", d);
+        if (d.max_abs > kLogitTolerance) locate(before, tokens, quiet);
         return result;
     }
 
@@ -149,6 +217,19 @@ public:
     }
 
 private:
+    // Replays a diverging forward call from its checkpoint with traces on both sides and says
+    // where they part.
+    void locate(SequenceState& before, std::span<const int32_t> tokens, ForwardOptions options) {
+        ForwardTrace primary_trace;
+        ForwardTrace reference_trace;
+        options.trace = &primary_trace;
+        on_primary(before, [&](SequenceState& s) { return primary_.forward(s, tokens, options); });
+        options.trace = &reference_trace;
+        reference_.forward(shadow(before), tokens, options);
+        std::fprintf(stderr, "check: %s\n",
+                     first_divergent_stage(primary_trace, reference_trace).c_str());
+    }
+
     void report(const char* what, const Divergence& d) {
         ++calls_;
         rows_ += d.rows;
