@@ -1,12 +1,13 @@
-// GPU decode GEMV throughput: `gemv_cuda_bench [--quick]` times engine/cuda/affine_gemv.h on the
-// Flash shapes (dense [10240, 2560] and [2560, 6144], an expert [640, 2560]) at Q4/Q3/Q2 (and Q8)
-// group 64 for 1, 2 and 4 input rows, and the routed-expert SwiGLU block (10 experts of
-// hidden 2560 × intermediate 640 per layer, 48 layers), against the device-to-device cudaMemcpy
-// bandwidth measured in the same run (bytes read + bytes written; a read-only kernel's bandwidth
-// is printed beside it). Reports GB/s of weight bytes (codes + scales + biases) read. Each timed
+// GPU decode GEMV throughput: `gemv_cuda_bench [--quick] [--experts]` times
+// engine/cuda/affine_gemv.h on the Flash shapes (dense [10240, 2560] and [2560, 6144], an expert
+// [640, 2560]) at Q4/Q3/Q2 (and Q8) group 64 for 1, 2 and 4 input rows, and the routed-expert
+// SwiGLU block (10 experts of hidden 2560 × intermediate 640 per layer, 48 layers; --experts:
+// only that). Reports GB/s of weight bytes (codes + scales + biases) read, as a fraction of a
+// read-only kernel's bandwidth measured in the same run (the HBM read ceiling; the
+// device-to-device cudaMemcpy rate, bytes read + written, is printed beside it). Each timed
 // launch reads a different copy of the weights (≥ 1 GiB in rotation, far past the 60 MB L2), and
 // launches are replayed from a CUDA graph so launch gaps are those of the engine's graphs; median
-// of the replays.
+// of the replays. CHERENKOV_GEMV_MMA=0 times the FMA kernels instead of the tensor-core ones.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -239,7 +240,17 @@ void bench_experts(int bits, const std::vector<int>& row_counts, double ceiling,
 }  // namespace
 
 int main(int argc, char** argv) {
-    const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+    bool quick = false, experts_only = false;
+    for (int i = 1; i < argc; ++i) {
+        if (std::strcmp(argv[i], "--quick") == 0) {
+            quick = true;
+        } else if (std::strcmp(argv[i], "--experts") == 0) {
+            experts_only = true;
+        } else {
+            std::fprintf(stderr, "usage: gemv_cuda_bench [--quick] [--experts]\n");
+            return 2;
+        }
+    }
     cudaDeviceProp prop{};
     CHECK(cudaGetDeviceProperties(&prop, 0));
     cudaStream_t stream;
@@ -252,7 +263,7 @@ int main(int argc, char** argv) {
         "%.0f GB/s\n",
         prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20, ceiling, read_ceiling);
     std::printf("%-8s %-14s %-3s %4s %10s %9s %9s\n", "kernel", "shape", "bits", "rows", "us/call",
-                "GB/s", "of D2D");
+                "GB/s", "of read");
 
     const size_t pool_bytes = size_t{12} << 30;
     uint8_t* pool;
@@ -267,13 +278,14 @@ int main(int argc, char** argv) {
     const std::vector<int> bit_widths = quick ? std::vector<int>{4} : std::vector<int>{4, 3, 2, 8};
     const int64_t shapes[][2] = {{10240, 2560}, {2560, 6144}, {640, 2560}};
     for (const auto& shape : shapes) {
+        if (experts_only) break;
         for (const int bits : bit_widths) {
-            bench_dense(shape[0], shape[1], bits, row_counts, ceiling, stream, pool, pool_bytes, x,
-                        y);
+            bench_dense(shape[0], shape[1], bits, row_counts, read_ceiling, stream, pool,
+                        pool_bytes, x, y);
         }
     }
     for (const int bits : bit_widths)
-        bench_experts(bits, row_counts, ceiling, stream, pool, pool_bytes, x, y);
+        bench_experts(bits, row_counts, read_ceiling, stream, pool, pool_bytes, x, y);
     CHECK(cudaFree(pool));
     CHECK(cudaFree(x));
     CHECK(cudaFree(y));

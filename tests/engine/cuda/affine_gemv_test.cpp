@@ -95,8 +95,13 @@ TEST_F(CudaAffineGemv, MatchesCpuForEveryBitWidthGroupSizeAndRowCountOnOddShapes
         for (const int group_size : {32, 64, 128}) {
             // Odd row counts (partial warps), column counts that leave lanes idle or use one piece.
             // {3, 25600}: x past the shared-memory limit from 1 row on (the device-memory path).
-            const int64_t shapes[][2] = {
-                {13, int64_t{3} * group_size}, {77, 640}, {5, 1056}, {200, 256}, {3, 25600}};
+            // {8200, 384}: tall enough for the tensor-core kernel, with a partial last tile.
+            const int64_t shapes[][2] = {{13, int64_t{3} * group_size},
+                                         {77, 640},
+                                         {5, 1056},
+                                         {200, 256},
+                                         {3, 25600},
+                                         {8200, 384}};
             for (const auto& shape : shapes) {
                 if (shape[1] % group_size != 0) continue;
                 const TestMatrix m =
@@ -209,7 +214,7 @@ void cpu_experts(const TestExperts& ex, const std::vector<float>& weights, int n
 TEST_F(CudaAffineGemv, ExpertSwigluMatchesCpuComposition) {
     const int n_experts = 5;
     for (const int bits : kBits) {
-        for (const int group_size : {64, 32}) {
+        for (const int group_size : {64, 32, 128}) {
             const TestExperts ex =
                 make_experts(n_experts, 2560, 640, bits, group_size, 1000 + bits * 10 + group_size);
             for (int n_rows = 1; n_rows <= kMaxGemvRows; ++n_rows) {

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Profiles the CUDA backend on the GPU machine (from a .gpu/ made by scripts/gpu_package), for
+# kernel work rather than for reported figures (bench/cuda_bench.sh gives those):
+#   bench/cuda_profile.sh OUT_DIR [gemv|prefill|all]
+# gemv:    the decode GEMV bench, then ncu on the routed-expert kernels (speed of light, occupancy,
+#          scheduler and warp-state sections) and the instruction mix of their SASS;
+# prefill: per-kernel GPU time (ncu gpu__time_duration) of `cherenkov bench` on a 4-layer
+#          synthetic store, summed by kernel name, prefill and decode together.
+# ncu runs with --clock-control none: the card's clocks are left as they are.
+set -euo pipefail
+out=$1
+what=${2:-all}
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin="$root/.gpu/bin"
+export LD_LIBRARY_PATH="$root/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+mkdir -p "$out"
+ncu_flags=(--clock-control none --graph-profiling node)
+
+if [[ $what == gemv || $what == all ]]; then
+    "$bin/gemv_cuda_bench" --quick | tee "$out/gemv_bench.txt"
+    # The first expert launches of the 1-row run: gate/up, down and combine of a few layers.
+    ncu "${ncu_flags[@]}" --kernel-name regex:'affine_gemv_kernel|experts' --launch-skip 200 \
+        --launch-count 6 --section SpeedOfLight --section Occupancy --section LaunchStats \
+        --section SchedulerStats --section WarpStateStats --section MemoryWorkloadAnalysis \
+        "$bin/gemv_cuda_bench" --quick >"$out/gemv_ncu.txt" 2>&1 || true
+    if command -v cuobjdump >/dev/null; then
+        cuobjdump --dump-sass "$bin/gemv_cuda_bench" >"$out/gemv.sass" 2>/dev/null || true
+    fi
+fi
+
+if [[ $what == prefill || $what == all ]]; then
+    store_root=/tmp/cherenkov-profile
+    "$root/bench/make_synthetic_store.sh" "$store_root" 4 512 "$bin/cherenkov"
+    "$bin/cherenkov" bench "$store_root/store" --backend cuda --pool-gb max --prompt-tokens 256 \
+        --gen-tokens 16 --repeat 2 2>&1 | tail -5 | tee "$out/bench_plain.txt"
+    ncu "${ncu_flags[@]}" --metrics gpu__time_duration.sum --csv --print-units base \
+        "$bin/cherenkov" bench "$store_root/store" --backend cuda --pool-gb max \
+        --prompt-tokens 256 --gen-tokens 16 --repeat 1 >"$out/prefill_ncu.csv" 2>"$out/prefill_ncu.log" || true
+    python3 - "$out/prefill_ncu.csv" <<'PY' | tee "$out/prefill_kernels.txt"
+import csv, collections, sys
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+head = rows[0]
+name_i, value_i = head.index("Kernel Name"), head.index("Metric Value")
+total = collections.Counter()
+count = collections.Counter()
+for r in rows[1:]:
+    try:
+        ns = float(r[value_i].replace(",", ""))
+    except ValueError:
+        continue
+    name = r[name_i].split("(")[0].split("<")[0].split("::")[-1]
+    total[name] += ns
+    count[name] += 1
+all_ns = sum(total.values())
+print(f"{'kernel':48s} {'calls':>7s} {'ms':>9s} {'share':>6s}")
+for name, ns in total.most_common(30):
+    print(f"{name[:48]:48s} {count[name]:7d} {ns / 1e6:9.3f} {100 * ns / all_ns:5.1f}%")
+print(f"total {all_ns / 1e6:.3f} ms over {sum(count.values())} kernels")
+PY
+fi

@@ -1,0 +1,571 @@
+// Tensor-core decode GEMV (affine_gemv_mma.h). Why: the FMA kernels of affine_gemv.cu spend
+// about 8 instructions per weight (mask, exponent OR, convert FMA, dot FMA, addressing); here
+// decoding 8 4-bit codes takes 3 shifts + 4 LOP3 + 4 HFMA2 and the multiply-adds go to the
+// tensor cores. Measured on the H200 (bench/gemv_cuda_bench --experts, 48 layers × 10 experts):
+// 1150 µs per token at 1 row against 1400 for the FMA kernels (25% of the HBM read bandwidth
+// against 21%), 1.5× faster at 2-4 rows. Still latency-bound (see docs/gemv-tensor-core.md).
+//
+// One mma.sync m16n8k16 (bf16 in, float32 accumulate) takes A = 16 weight rows × 16 columns as
+// exact bf16 integers q, and B = 16 columns × 8 "n" slots holding x: slot n = 2t is bf16(x_t)
+// (hi), slot 2t + 1 is bf16(x_t − hi) (lo), for input rows t < R ≤ 4; hi + lo keeps ~16 bits of
+// x, and both products are exact in float32. Lane (g = lane/4, c = lane%4) ends with
+// C[g][2c] + C[g][2c+1] = Σ q·x_c for row g (and row g + 8 in C[g+8][…]).
+//
+// Column order inside a group is free (the group's sum does not depend on it), so each lane
+// reads whole words of its own rows: lane c owns the c-th quarter of every group (G/4 columns,
+// one 4/8/16-byte load per row), and the B fragments are built with the same column map. A word
+// decodes into bf16x2 registers r[q] = (code q, code q + 16/Bits); step s of the word feeds
+// r[2s] and r[2s + 1] as the k-pairs {2c, 2c+1} and {2c+8, 2c+9}. So the B entry of lane c for
+// that step is (x[a], x[a + D]) and (x[a + 1], x[a + D + 1]) with a = the word's first column + 2s
+// and D = 16/Bits.
+//
+// Per group the float32 epilogue adds scale·Σqx + bias·Σx (MLX's identity); Σx comes from one
+// more mma with A = ones over the same B fragments. Work: a warp owns two 16-row tiles (gate and
+// up rows of the same outputs for the expert gate/up launch) over a part of the groups; the
+// k_split warps of a tile set add their parts through shared memory in a fixed order, so every
+// output's order depends only on the shape (bitwise reproducible). Each warp builds the B
+// fragments of its column range in shared memory once, from float x.
+#include <cuda_bf16.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "base/error.h"
+#include "engine/cuda/affine_gemv_mma.h"
+#include "engine/cuda/cuda_check.cuh"
+
+namespace cherenkov::engine::cuda {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = 32 * kWarps;
+constexpr int kTileRows = 16;
+constexpr int kTiles = 2;  // 16-row tiles per warp
+// Per block: the warps' B fragments. 96 KB keeps two blocks per SM; wider x falls back.
+constexpr size_t kMaxSharedBytes = size_t{96} << 10;
+
+enum class Mode { Dense, GateUp, Down };
+
+struct Params {
+    const uint8_t* codes;  // Dense: the matrix. GateUp/Down: taken from table[blockIdx.y].
+    const uint16_t* scales;
+    const uint16_t* biases;
+    const ExpertAddress* table;
+    int rows;             // output rows of one matrix
+    int n_groups;         // cols / G
+    int k_split;          // warps adding partial sums of one tile set (1, 2 or 4)
+    int groups_per_part;  // groups of one warp's column range
+    const float* x;       // [R, x_stride] (+ e·x_expert_stride for Down)
+    size_t x_stride;
+    size_t x_expert_stride;
+    float* y;  // [R, y_stride] (+ e·y_expert_stride for GateUp and Down)
+    size_t y_stride;
+    size_t y_expert_stride;
+};
+
+template <int Bits, int G>
+struct Shape {
+    static constexpr int kChunkWords = G * Bits / 128;  // words per lane, row and group
+    static constexpr int kRegsPerWord = 16 / Bits;      // bf16x2 registers per decoded word
+    static constexpr int kStepsPerWord = 8 / Bits;      // k16 steps per word
+    static constexpr int kStepsPerGroup = G / 16;
+    static constexpr int kCodesPerWord = 32 / Bits;
+    static constexpr int kPairOffset = 16 / Bits;  // columns between a register's two halves
+    static constexpr int kGroupBytes = G * Bits / 8;
+    // Groups of loads in flight per lane: stages of 4·kChunkWords codes and 8 parameters each,
+    // about 32 registers, under the 128-register cap that keeps 4 blocks per SM.
+    static constexpr int kDepth = 32 / (4 * kChunkWords + 8) > 2 ? 32 / (4 * kChunkWords + 8) : 2;
+    static_assert(kChunkWords >= 1 && kChunkWords * kStepsPerWord == kStepsPerGroup);
+};
+
+__device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t mask, uint32_t bits) {
+    uint32_t d;
+    asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(mask), "r"(bits));  // (a&b)|c
+    return d;
+}
+
+__device__ __forceinline__ uint32_t bf16x2_fma(uint32_t a, uint32_t b, uint32_t c) {
+    uint32_t d;
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
+__device__ __forceinline__ uint32_t pack_bf16x2(float low, float high) {  // round to nearest
+    uint32_t d;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(high), "f"(low));
+    return d;
+}
+
+__device__ __forceinline__ float bf16_low(uint32_t v) {
+    return __uint_as_float(v << 16);
+}
+__device__ __forceinline__ float bf16_high(uint32_t v) {
+    return __uint_as_float(v & 0xFFFF0000U);
+}
+
+__device__ __forceinline__ float bf16_bits_to_float(uint32_t bits) {
+    return __uint_as_float(bits << 16);
+}
+
+// One word of codes → bf16x2 registers r[q] = (code q, code q + 16/Bits), exact integers.
+// A field under the exponent of 128 (bf16 0x4300, unit last place 1) reads 128 + field; the
+// field may sit p bits up (bits 0..6 are mantissa) and an FMA by 2^-p minus 128·2^-p leaves it.
+template <int Bits>
+__device__ __forceinline__ void decode_word(uint32_t w, uint32_t (&r)[16 / Bits]) {
+    constexpr uint32_t kExp = 0x43004300U;
+    if constexpr (Bits == 4) {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            r[q] = bf16x2_fma(and_or(w >> (4 * q), 0x000F000FU, kExp), 0x3F803F80U, 0xC300C300U);
+        }
+    } else if constexpr (Bits == 2) {
+        // Field q at bit 2q: shift by 0, 6 or 12, leaving it at p = 0, 2 or 4.
+        constexpr uint32_t kScale[3] = {0x3F803F80U, 0x3E803E80U, 0x3D803D80U};   // 1, 1/4, 1/16
+        constexpr uint32_t kOffset[3] = {0xC300C300U, 0xC200C200U, 0xC100C100U};  // −128·2^−p
+#pragma unroll
+        for (int q = 0; q < 8; ++q) {
+            const int shift = (2 * q) / 6 * 6;
+            const int p = 2 * q - shift;
+            r[q] = bf16x2_fma(and_or(w >> shift, 0x00030003U << p, kExp), kScale[p / 2],
+                              kOffset[p / 2]);
+        }
+    } else {
+        static_assert(Bits == 8);
+        // Byte i under the exponent of 2^23 (0x4B000000) reads 2^23 + byte exactly.
+        float f[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            f[i] = __uint_as_float(__byte_perm(w, 0x4B000000U, 0x7650U | i)) - 8388608.0F;
+        }
+        r[0] = pack_bf16x2(f[0], f[2]);
+        r[1] = pack_bf16x2(f[1], f[3]);
+    }
+}
+
+__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                         uint32_t a3, uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+template <int Words>
+__device__ __forceinline__ void load_words(const uint8_t* p, uint32_t (&w)[Words]) {
+    // Weights are read once per call: evict-first keeps them from pushing x out of the caches.
+    if constexpr (Words == 1) {
+        w[0] = __ldcs(reinterpret_cast<const unsigned int*>(p));
+    } else if constexpr (Words == 2) {
+        const uint2 v = __ldcs(reinterpret_cast<const uint2*>(p));
+        w[0] = v.x;
+        w[1] = v.y;
+    } else {
+#pragma unroll
+        for (int i = 0; i < Words / 4; ++i) {
+            const uint4 v = __ldcs(reinterpret_cast<const uint4*>(p) + i);
+            w[4 * i + 0] = v.x;
+            w[4 * i + 1] = v.y;
+            w[4 * i + 2] = v.z;
+            w[4 * i + 3] = v.w;
+        }
+    }
+}
+
+// One group's loads for a lane: codes of rows g and g + 8 of each tile, and their scale and bias.
+template <int Bits, int G>
+struct Stage {
+    uint32_t codes[kTiles][2][Shape<Bits, G>::kChunkWords];
+    uint32_t scale[kTiles][2];  // bf16 bits (32-bit registers: no 16-bit merges when stages move)
+    uint32_t bias[kTiles][2];
+};
+
+template <int Bits, int G>
+struct RowPointers {
+    const uint8_t* codes[kTiles][2];  // this lane's chunk of group 0, rows g and g + 8
+    const uint16_t* scales[kTiles][2];
+    const uint16_t* biases[kTiles][2];
+};
+
+template <int Bits, int G>
+__device__ __forceinline__ void load_stage(Stage<Bits, G>& st, const RowPointers<Bits, G>& rp,
+                                           int group, int end) {
+    if (group >= end) return;
+#pragma unroll
+    for (int tile = 0; tile < kTiles; ++tile) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            load_words(rp.codes[tile][h] + static_cast<size_t>(group) * Shape<Bits, G>::kGroupBytes,
+                       st.codes[tile][h]);
+            st.scale[tile][h] = __ldg(rp.scales[tile][h] + group);
+            st.bias[tile][h] = __ldg(rp.biases[tile][h] + group);
+        }
+    }
+}
+
+// B fragments of groups [g0, g0 + n_groups) for input rows t < R, into this warp's region:
+// entry (step s, slot n, lane quarter c) at (s·2R + n)·4 + c, so lane n·4 + c of a step reads
+// consecutive uint2.
+template <int Bits, int G, int R>
+__device__ __forceinline__ void build_b(uint2* region, const float* x, size_t x_stride, int g0,
+                                        int n_groups, int lane) {
+    using S = Shape<Bits, G>;
+    const int entries = n_groups * S::kStepsPerGroup * R * 4;
+    for (int i = lane; i < entries; i += 32) {
+        const int c = i & 3;
+        const int t = (i >> 2) % R;
+        const int s = (i >> 2) / R;
+        const int step = g0 * S::kStepsPerGroup + s;
+        const int group = step / S::kStepsPerGroup;
+        const int in_group = step % S::kStepsPerGroup;
+        const int word = in_group / S::kStepsPerWord;
+        const int in_word = in_group % S::kStepsPerWord;
+        const int a = group * G + c * (G / 4) + word * S::kCodesPerWord + 2 * in_word;
+        const float* xr = x + static_cast<size_t>(t) * x_stride;
+        const float2 first = *reinterpret_cast<const float2*>(xr + a);
+        const float2 second = *reinterpret_cast<const float2*>(xr + a + S::kPairOffset);
+        const uint32_t hi0 = pack_bf16x2(first.x, second.x);
+        const uint32_t hi1 = pack_bf16x2(first.y, second.y);
+        const uint32_t lo0 = pack_bf16x2(first.x - bf16_low(hi0), second.x - bf16_high(hi0));
+        const uint32_t lo1 = pack_bf16x2(first.y - bf16_low(hi1), second.y - bf16_high(hi1));
+        region[(s * 2 * R + 2 * t) * 4 + c] = make_uint2(hi0, hi1);
+        region[(s * 2 * R + 2 * t + 1) * 4 + c] = make_uint2(lo0, lo1);
+    }
+}
+
+__device__ __forceinline__ float silu(float v) {
+    return v / (1.0F + expf(-v));
+}
+
+// grid: (blocks over tile sets, n_experts or 1); block: kThreads; dynamic shared memory:
+// kWarps · groups_per_part · G/16 · 8R uint2.
+template <int Bits, int G, int R, Mode M>
+__global__ void __launch_bounds__(kThreads, 4) mma_gemv_kernel(const Params p) {
+    using S = Shape<Bits, G>;
+#if __CUDA_ARCH__ >= 800
+    extern __shared__ uint4 dynamic_shared[];
+    __shared__ float partial[kWarps][kTiles][2][32];
+
+    const int lane = static_cast<int>(threadIdx.x % 32);
+    const int warp = static_cast<int>(threadIdx.x / 32);
+    const int g = lane >> 2;
+    const int c = lane & 3;
+    const int part = warp % p.k_split;
+    const int sets_per_block = kWarps / p.k_split;
+    const int set = static_cast<int>(blockIdx.x) * sets_per_block + warp / p.k_split;
+    constexpr int kSetRows = M == Mode::GateUp ? kTileRows : kTiles * kTileRows;
+    const int row0 = set * kSetRows;
+    const bool active = row0 < p.rows;  // warp-uniform
+    const int e = static_cast<int>(blockIdx.y);
+
+    const int g0 = part * p.groups_per_part;
+    const int g1 = min(p.n_groups, g0 + p.groups_per_part);
+
+    const float* x = p.x;
+    float* y = p.y;
+    if constexpr (M == Mode::Down) x += e * p.x_expert_stride;
+    if constexpr (M != Mode::Dense) y += e * p.y_expert_stride;
+
+    RowPointers<Bits, G> rp;
+    const size_t row_bytes = static_cast<size_t>(p.n_groups) * S::kGroupBytes;
+#pragma unroll
+    for (int tile = 0; tile < kTiles; ++tile) {
+        const uint8_t* codes = p.codes;
+        const uint16_t* scales = p.scales;
+        const uint16_t* biases = p.biases;
+        int tile_row0 = row0 + tile * kTileRows;
+        if constexpr (M == Mode::GateUp) {
+            const ExpertAddress& a = p.table[e];
+            codes = tile == 0 ? a.gate_codes : a.up_codes;
+            scales = tile == 0 ? a.gate_scales : a.up_scales;
+            biases = tile == 0 ? a.gate_biases : a.up_biases;
+            tile_row0 = row0;
+        } else if constexpr (M == Mode::Down) {
+            const ExpertAddress& a = p.table[e];
+            codes = a.down_codes;
+            scales = a.down_scales;
+            biases = a.down_biases;
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            // Rows past the end read the last row (valid memory); their sums are never stored.
+            const size_t row = static_cast<size_t>(min(tile_row0 + g + 8 * h, p.rows - 1));
+            rp.codes[tile][h] = codes + row * row_bytes + c * S::kChunkWords * 4;
+            rp.scales[tile][h] = scales + row * p.n_groups;
+            rp.biases[tile][h] = biases + row * p.n_groups;
+        }
+    }
+
+    // Weight loads first: their latency covers the B build.
+    Stage<Bits, G> stage[S::kDepth];
+    if (active) {
+#pragma unroll
+        for (int d = 0; d < S::kDepth; ++d) load_stage(stage[d], rp, g0 + d, g1);
+    }
+    uint2* region = reinterpret_cast<uint2*>(dynamic_shared) +
+                    static_cast<size_t>(warp) * p.groups_per_part * S::kStepsPerGroup * 8 * R;
+    if (active) build_b<Bits, G, R>(region, x, p.x_stride, g0, g1 - g0, lane);
+    __syncwarp();
+
+    float total[kTiles][2] = {};
+    if (active) {
+        constexpr uint32_t kOnes = 0x3F803F80U;  // bf16 (1, 1)
+        for (int base = g0; base < g1; base += S::kDepth) {
+#pragma unroll
+            for (int d = 0; d < S::kDepth; ++d) {
+                const int group = base + d;
+                if (group >= g1) break;
+                Stage<Bits, G>& st = stage[d];
+                // Keep this group's codes and parameters, then refill the stage with the group
+                // kDepth ahead before any arithmetic, so its loads overlap this group's work.
+                uint32_t words[kTiles][2][S::kChunkWords];
+                float scale[kTiles][2], bias[kTiles][2];
+#pragma unroll
+                for (int tile = 0; tile < kTiles; ++tile) {
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+#pragma unroll
+                        for (int w = 0; w < S::kChunkWords; ++w) {
+                            words[tile][h][w] = st.codes[tile][h][w];
+                        }
+                        scale[tile][h] = bf16_bits_to_float(st.scale[tile][h]);
+                        bias[tile][h] = bf16_bits_to_float(st.bias[tile][h]);
+                    }
+                }
+                load_stage(st, rp, group + S::kDepth, g1);
+                float acc[kTiles][4] = {};
+                float xs[4] = {};
+                const uint2* b_group = region + (group - g0) * S::kStepsPerGroup * 8 * R;
+#pragma unroll
+                for (int w = 0; w < S::kChunkWords; ++w) {
+                    // Decoded one word at a time: 4 live registers per row instead of a group's.
+                    uint32_t a[kTiles][2][S::kRegsPerWord];
+#pragma unroll
+                    for (int tile = 0; tile < kTiles; ++tile) {
+                        decode_word<Bits>(words[tile][0][w], a[tile][0]);
+                        decode_word<Bits>(words[tile][1][w], a[tile][1]);
+                    }
+#pragma unroll
+                    for (int s = 0; s < S::kStepsPerWord; ++s) {
+                        const int step = w * S::kStepsPerWord + s;
+                        const uint2 b =
+                            lane < 8 * R ? b_group[step * 8 * R + lane] : make_uint2(0, 0);
+#pragma unroll
+                        for (int tile = 0; tile < kTiles; ++tile) {
+                            mma_bf16(acc[tile], a[tile][0][2 * s], a[tile][1][2 * s],
+                                     a[tile][0][2 * s + 1], a[tile][1][2 * s + 1], b.x, b.y);
+                        }
+                        mma_bf16(xs, kOnes, kOnes, kOnes, kOnes, b.x, b.y);
+                    }
+                }
+                const float x_sum = xs[0] + xs[1];
+#pragma unroll
+                for (int tile = 0; tile < kTiles; ++tile) {
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        const float dot = acc[tile][2 * h] + acc[tile][2 * h + 1];
+                        total[tile][h] = fmaf(scale[tile][h], dot, total[tile][h]);
+                        total[tile][h] = fmaf(bias[tile][h], x_sum, total[tile][h]);
+                    }
+                }
+            }
+        }
+    }
+
+    if (p.k_split > 1) {
+#pragma unroll
+        for (int tile = 0; tile < kTiles; ++tile) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) partial[warp][tile][h][lane] = total[tile][h];
+        }
+        __syncthreads();
+        if (part != 0) return;
+#pragma unroll
+        for (int tile = 0; tile < kTiles; ++tile) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                float sum = partial[warp][tile][h][lane];
+                for (int k = 1; k < p.k_split; ++k) sum += partial[warp + k][tile][h][lane];
+                total[tile][h] = sum;
+            }
+        }
+    }
+    if (!active || c >= R) return;
+    // Lane (g, c) holds input row t = c of rows g and g + 8 of each tile.
+    float* yt = y + static_cast<size_t>(c) * p.y_stride;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        if constexpr (M == Mode::GateUp) {
+            const int row = row0 + g + 8 * h;
+            if (row < p.rows) yt[row] = silu(total[0][h]) * total[1][h];
+        } else {
+#pragma unroll
+            for (int tile = 0; tile < kTiles; ++tile) {
+                const int row = row0 + tile * kTileRows + g + 8 * h;
+                if (row < p.rows) yt[row] = total[tile][h];
+            }
+        }
+    }
+#else
+    __trap();  // mma.sync with bf16 needs sm_80; mma_gemv_takes() keeps older devices away
+#endif
+}
+
+bool mma_disabled() {
+    static const bool disabled = [] {
+        const char* v = std::getenv("CHERENKOV_GEMV_MMA");
+        return v != nullptr && std::strcmp(v, "0") == 0;
+    }();
+    return disabled;
+}
+
+bool device_has_bf16_mma() {
+    static const bool ok = [] {
+        int device = 0;
+        int major = 0;
+        if (cudaGetDevice(&device) != cudaSuccess ||
+            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) !=
+                cudaSuccess) {
+            cudaGetLastError();
+            return false;
+        }
+        return major >= 8;
+    }();
+    return ok;
+}
+
+// Warps adding partial sums of one tile set: enough warps to keep loads in flight on short
+// matrices, whole column ranges of ≥ 5 groups each.
+int k_split_for(int n_groups) {
+    return n_groups >= 20 ? 4 : n_groups >= 10 ? 2 : 1;
+}
+
+int groups_per_part(int n_groups, int k_split) {
+    return (n_groups + k_split - 1) / k_split;
+}
+
+// Per block: each warp's B fragments, 8R uint2 per k16 step of its column range.
+size_t shared_bytes(int group_size, int n_groups, int n_rows) {
+    return size_t{kWarps} * static_cast<size_t>(groups_per_part(n_groups, k_split_for(n_groups))) *
+           static_cast<size_t>(group_size / 16) * 8 * static_cast<size_t>(n_rows) * sizeof(uint2);
+}
+
+template <int Bits, int G, int R, Mode M>
+void launch_one(unsigned blocks, unsigned experts, const Params& p, size_t smem,
+                cudaStream_t stream) {
+    auto* kernel = mma_gemv_kernel<Bits, G, R, M>;
+    if (smem + sizeof(float) * kWarps * kTiles * 2 * 32 > (size_t{48} << 10)) {  // + partial[]
+        CHERENKOV_CUDA_CHECK(cudaFuncSetAttribute(
+            kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    }
+    kernel<<<dim3(blocks, experts), kThreads, smem, stream>>>(p);
+}
+
+template <Mode M>
+void launch(int bits, int group_size, int n_rows, unsigned blocks, unsigned experts,
+            const Params& p, size_t smem, cudaStream_t stream) {
+    // Runtime (bits, group, rows) → template arguments, once per call.
+    auto with = [&](auto bits_c, auto group_c) {
+        constexpr int kB = decltype(bits_c)::value;
+        constexpr int kG = decltype(group_c)::value;
+        switch (n_rows) {
+            case 1: launch_one<kB, kG, 1, M>(blocks, experts, p, smem, stream); break;
+            case 2: launch_one<kB, kG, 2, M>(blocks, experts, p, smem, stream); break;
+            case 3: launch_one<kB, kG, 3, M>(blocks, experts, p, smem, stream); break;
+            case 4: launch_one<kB, kG, 4, M>(blocks, experts, p, smem, stream); break;
+            default: throw_internal("[mma_gemv] unchecked row count");
+        }
+    };
+    const int key = bits * 1000 + group_size;
+    switch (key) {
+        case 2064: with(std::integral_constant<int, 2>{}, std::integral_constant<int, 64>{}); break;
+        case 2128:
+            with(std::integral_constant<int, 2>{}, std::integral_constant<int, 128>{});
+            break;
+        case 4064: with(std::integral_constant<int, 4>{}, std::integral_constant<int, 64>{}); break;
+        case 4128:
+            with(std::integral_constant<int, 4>{}, std::integral_constant<int, 128>{});
+            break;
+        case 8064: with(std::integral_constant<int, 8>{}, std::integral_constant<int, 64>{}); break;
+        default: throw_internal("[mma_gemv] unchecked bit width or group size");
+    }
+    CHERENKOV_CUDA_CHECK(cudaGetLastError());
+}
+
+// Tile sets of a matrix with `rows` rows and the blocks covering them.
+unsigned blocks_for(int rows, int set_rows, int k_split) {
+    const int sets = (rows + set_rows - 1) / set_rows;
+    const int sets_per_block = kWarps / k_split;
+    return static_cast<unsigned>((sets + sets_per_block - 1) / sets_per_block);
+}
+
+Params base_params(int rows, int64_t cols, int group_size) {
+    Params p{};
+    p.rows = rows;
+    p.n_groups = static_cast<int>(cols / group_size);
+    p.k_split = k_split_for(p.n_groups);
+    p.groups_per_part = groups_per_part(p.n_groups, p.k_split);
+    return p;
+}
+
+}  // namespace
+
+bool mma_gemv_takes(int bits, int group_size, int64_t cols, int n_rows) {
+    if (mma_disabled() || n_rows < 1 || n_rows > kMaxGemvRows) return false;
+    // 8-bit codes with group 128 need more registers than the 4-blocks-per-SM cap leaves.
+    const bool shape_ok = (bits == 2 || bits == 4 || (bits == 8 && group_size == 64)) &&
+                          (group_size == 64 || group_size == 128);
+    if (!shape_ok) return false;
+    if (cols % group_size != 0 || cols > (int64_t{1} << 30)) return false;
+    if (shared_bytes(group_size, static_cast<int>(cols / group_size), n_rows) > kMaxSharedBytes) {
+        return false;
+    }
+    return device_has_bf16_mma();
+}
+
+void mma_gemv_dense(const DeviceAffineMatrix& w, const float* x, size_t x_stride, int n_rows,
+                    float* y, size_t y_stride, cudaStream_t stream) {
+    Params p = base_params(static_cast<int>(w.rows), w.cols, w.group_size);
+    p.codes = w.codes;
+    p.scales = w.scales;
+    p.biases = w.biases;
+    p.x = x;
+    p.x_stride = x_stride;
+    p.y = y;
+    p.y_stride = y_stride;
+    launch<Mode::Dense>(w.bits, w.group_size, n_rows,
+                        blocks_for(p.rows, kTiles * kTileRows, p.k_split), 1, p,
+                        shared_bytes(w.group_size, p.n_groups, n_rows), stream);
+}
+
+void mma_experts_gate_up(const ExpertShape& shape, const ExpertAddress* table, int n_experts,
+                         const float* x, int n_rows, float* h, cudaStream_t stream) {
+    Params p = base_params(static_cast<int>(shape.intermediate), shape.hidden, shape.group_size);
+    p.table = table;
+    p.x = x;
+    p.x_stride = static_cast<size_t>(shape.hidden);
+    p.y = h;
+    p.y_stride = static_cast<size_t>(shape.intermediate);
+    p.y_expert_stride = static_cast<size_t>(n_rows) * p.y_stride;
+    launch<Mode::GateUp>(shape.bits, shape.group_size, n_rows,
+                         blocks_for(p.rows, kTileRows, p.k_split), static_cast<unsigned>(n_experts),
+                         p, shared_bytes(shape.group_size, p.n_groups, n_rows), stream);
+}
+
+void mma_experts_down(const ExpertShape& shape, const ExpertAddress* table, int n_experts,
+                      const float* h, int n_rows, float* parts, cudaStream_t stream) {
+    Params p = base_params(static_cast<int>(shape.hidden), shape.intermediate, shape.group_size);
+    p.table = table;
+    p.x = h;
+    p.x_stride = static_cast<size_t>(shape.intermediate);
+    p.x_expert_stride = static_cast<size_t>(n_rows) * p.x_stride;
+    p.y = parts;
+    p.y_stride = static_cast<size_t>(shape.hidden);
+    p.y_expert_stride = static_cast<size_t>(n_rows) * p.y_stride;
+    launch<Mode::Down>(shape.bits, shape.group_size, n_rows,
+                       blocks_for(p.rows, kTiles * kTileRows, p.k_split),
+                       static_cast<unsigned>(n_experts), p,
+                       shared_bytes(shape.group_size, p.n_groups, n_rows), stream);
+}
+
+}  // namespace cherenkov::engine::cuda

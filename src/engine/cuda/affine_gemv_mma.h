@@ -1,0 +1,36 @@
+// Tensor-core decode GEMV for MLX-affine weights (used by affine_gemv.cu; see affine_gemv.h for
+// the format and the public API). Same results contract as the FMA kernels: float32 inputs and
+// outputs, each output summed in an order fixed by the shapes, error ≲ 1e-7 relative to
+// Σ(|w| + 2|b|)|x|. Codes become exact bf16 integers, x is split into bf16 hi + lo parts, and
+// mma.sync multiplies them with float32 accumulation; scale and bias are applied per group in
+// float32 (scale·Σqx + bias·Σx). Covers 2-bit and 4-bit codes with groups 64/128 and 8-bit codes
+// with group 64; the caller falls back to the FMA kernels elsewhere (3-bit, 2-bit with group 32, x
+// too wide for shared memory, or CHERENKOV_GEMV_MMA=0).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+#include "engine/cuda/affine_gemv.h"
+
+namespace cherenkov::engine::cuda {
+
+// Whether the tensor-core kernels take this (bits, group size, cols, rows of x).
+bool mma_gemv_takes(int bits, int group_size, int64_t cols, int n_rows);
+
+// y[t·y_stride + r] = W[r]·x[t]   (as affine_gemv).
+void mma_gemv_dense(const DeviceAffineMatrix& w, const float* x, size_t x_stride, int n_rows,
+                    float* y, size_t y_stride, cudaStream_t stream);
+
+// h[e][t] = silu(gate_e·x_t) ⊙ (up_e·x_t) for every e < n_experts, t < n_rows.
+// x: [n_rows, hidden]; h: [n_experts, n_rows, intermediate].
+void mma_experts_gate_up(const ExpertShape& shape, const ExpertAddress* table, int n_experts,
+                         const float* x, int n_rows, float* h, cudaStream_t stream);
+
+// parts[e][t] = down_e·h[e][t]. h: [n_experts, n_rows, intermediate];
+// parts: [n_experts, n_rows, hidden].
+void mma_experts_down(const ExpertShape& shape, const ExpertAddress* table, int n_experts,
+                      const float* h, int n_rows, float* parts, cudaStream_t stream);
+
+}  // namespace cherenkov::engine::cuda
