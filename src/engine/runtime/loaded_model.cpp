@@ -129,12 +129,12 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
                 loaded->pool_description_;
         } catch (const Error& e) {
             // `auto` asked for the GPU only if it can take the model; an explicit request fails.
-            const bool fallback =
-                options.backend == "auto" &&
-                (e.kind() == ErrorKind::ResourceExhausted || e.kind() == ErrorKind::Unsupported);
+            const bool fallback = options.backend == "auto" &&
+                                  (e.kind() == ErrorKind::ResourceExhausted ||
+                                   e.kind() == ErrorKind::Unsupported);
             if (!fallback) throw;
-            log_warn("engine",
-                     std::string("cuda backend not usable, running on the cpu: ") + e.what());
+            log_warn("engine", std::string("cuda backend not usable, running on the cpu: ") +
+                                   e.what());
             backend = "cpu";
         }
     }
