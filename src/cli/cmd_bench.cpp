@@ -46,6 +46,7 @@ int run_bench(const BenchOptions& options) {
     generation.drafts = options.drafts;
     generation.stop_at_eos = false;
     generation.max_ctx = options.prompt_tokens + options.gen_tokens + 4;
+    generation.prefill_quantum = options.model.prefill_quantum;
 
     nlohmann::json runs = nlohmann::json::array();
     double best_prefill = 0.0;
@@ -74,6 +75,7 @@ int run_bench(const BenchOptions& options) {
                   static_cast<double>(stats.prompt_tokens)},
              {"decode_expert_bytes_per_token",
               static_cast<double>(bytes_end - bytes_after_prefill) / static_cast<double>(decoded)},
+             {"prefill_chunks", stats.prefill_chunks},
              {"decode_steps", stats.decode_steps},
              {"drafts_proposed", stats.drafts_proposed},
              {"drafts_accepted", stats.drafts_accepted}});
@@ -85,6 +87,8 @@ int run_bench(const BenchOptions& options) {
                              {"prompt_tokens", options.prompt_tokens},
                              {"gen_tokens", options.gen_tokens},
                              {"drafts", options.drafts},
+                             {"prefill_quantum", loaded->prefill_quantum()},
+                             {"prefill_chunk_tokens", loaded->prefill_chunk_tokens()},
                              {"load_seconds", loaded->load_seconds()},
                              {"best_prefill_tokens_per_second", best_prefill},
                              {"best_decode_tokens_per_second", best_decode},
@@ -98,10 +102,11 @@ int run_bench(const BenchOptions& options) {
     }
     std::printf(
         "model %s, backend %s, %d threads, Q%d experts, prompt %lld, generate %lld, "
-        "drafts %d\n",
+        "drafts %d, prefill chunks of %lld\n",
         opened.store_dir().c_str(), loaded->backend_name().c_str(), loaded->pool().size(),
         loaded->expert_bits(), static_cast<long long>(options.prompt_tokens),
-        static_cast<long long>(options.gen_tokens), options.drafts);
+        static_cast<long long>(options.gen_tokens), options.drafts,
+        static_cast<long long>(loaded->prefill_chunk_tokens()));
     for (const auto& run : runs) {
         std::printf(
             "prefill %9.2f tok/s  decode %8.2f tok/s  expert MB/token: prefill %.3f decode %.3f\n",

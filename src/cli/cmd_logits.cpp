@@ -1,5 +1,6 @@
 // `cherenkov logits MODEL (--tokens 1,2,3 | --text STR) [--top N] [--full] --json`: one forward
-// pass; JSON on stdout: {"tokens": [...], "top": [[[id, logit], ...] per position]} or, with
+// pass (in calls of at most --prefill-quantum tokens); JSON on stdout: {"tokens": [...], "top":
+// [[[id, logit], ...] per position]} or, with
 // --full, "logits": [[...] per position].
 #include <algorithm>
 #include <iostream>
@@ -11,6 +12,7 @@
 #include "base/error.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "engine/model/prefill_quantum.h"
 #include "text/tokenizer/tokenizer.h"
 
 namespace cherenkov::cli {
@@ -62,7 +64,9 @@ int run_logits(const LogitsOptions& options) {
     engine::SequenceState state = loaded->model().new_sequence(static_cast<int64_t>(tokens.size()));
     engine::ForwardOptions forward;
     forward.all_logits = true;
-    engine::ForwardResult result = loaded->model().forward(state, tokens, forward);
+    // In prefill chunks like the generator's: the scratch is reserved for that many rows.
+    engine::ForwardResult result = engine::forward_in_chunks(
+        loaded->model(), state, tokens, forward, loaded->prefill_chunk_tokens());
     const int64_t vocab = loaded->model().vocab_size();
 
     nlohmann::json out;

@@ -1,6 +1,6 @@
 // `cherenkov perplexity MODEL FILE [--ctx N] [--json]`: teacher-forced perplexity of a text file
-// in consecutive windows of N tokens (each window a fresh sequence; the first token of a window
-// is context only).
+// in consecutive windows of N tokens (each window a fresh sequence, run in calls of at most
+// --prefill-quantum tokens; the first token of a window is context only).
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -11,6 +11,7 @@
 #include "base/file.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "engine/model/prefill_quantum.h"
 #include "text/tokenizer/tokenizer.h"
 
 namespace cherenkov::cli {
@@ -35,6 +36,8 @@ int run_perplexity(const PerplexityOptions& options) {
         text::Tokenizer::load_directory(opened.store_dir()).encode(text, false);
     if (tokens.size() < 2) throw_invalid(options.file + ": fewer than 2 tokens");
     const int64_t vocab = loaded->model().vocab_size();
+    // Each window runs in prefill chunks: the scratch is reserved for that many rows.
+    const int64_t chunk_rows = loaded->prefill_chunk_tokens();
     double nll = 0.0;
     int64_t scored = 0;
     int64_t windows = 0;
@@ -45,7 +48,8 @@ int run_perplexity(const PerplexityOptions& options) {
         engine::ForwardOptions forward;
         forward.all_logits = true;
         const auto window = std::span(tokens).subspan(at, n);
-        engine::ForwardResult result = loaded->model().forward(state, window, forward);
+        engine::ForwardResult result =
+            engine::forward_in_chunks(loaded->model(), state, window, forward, chunk_rows);
         for (size_t t = 0; t + 1 < n; ++t) {
             const float* row = result.logits.data() + static_cast<int64_t>(t) * vocab;
             float max = row[0];

@@ -50,9 +50,11 @@ void print_timings(const engine::GenerationStats& s, double load_seconds, bool f
     const auto rate = [](int64_t n, double secs) {
         return secs > 0 ? static_cast<double>(n) / secs : 0.0;
     };
-    std::fprintf(stderr, "prefill: %lld tokens in %.3f s (%.2f tok/s)\n",
+    std::fprintf(stderr,
+                 "prefill: %lld tokens in %.3f s (%.2f tok/s), %lld chunk(s) of up to %lld\n",
                  static_cast<long long>(s.prompt_tokens), s.prefill_seconds,
-                 rate(s.prompt_tokens, s.prefill_seconds));
+                 rate(s.prompt_tokens, s.prefill_seconds), static_cast<long long>(s.prefill_chunks),
+                 static_cast<long long>(s.prefill_chunk_tokens));
     // The first generated token comes from the prefill; decode covers the rest.
     const int64_t decoded = std::max<int64_t>(s.generated_tokens - 1, 0);
     std::fprintf(stderr, "decode: %lld tokens in %.3f s (%.2f tok/s), %lld steps, stop: %s\n",
@@ -83,6 +85,7 @@ int run_generate(const RunOptions& options) {
     generation.sampling = options.sampling;
     generation.stop_at_eos = !options.no_eos;
     generation.max_ctx = options.max_ctx;
+    generation.prefill_quantum = options.model.prefill_quantum;
     for (int64_t id : loaded->weights().config.eos_token_ids)
         generation.eos_ids.push_back(static_cast<int32_t>(id));
     if (auto eos = tokenizer.eos_token_id()) generation.eos_ids.push_back(*eos);

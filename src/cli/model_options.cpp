@@ -41,9 +41,16 @@ void add_model_options(CLI::App* app, ModelOptions& options) {
                     "tier): N decimal GB, max, adaptive, or staging (default: a few layer-steps)");
     app->add_flag("--buffered-io", options.buffered_io,
                   "Read experts through the page cache instead of O_DIRECT");
+    // Range-checked in load_model (engine::validate_prefill_quantum), so every caller of the
+    // engine gets the same message naming the flag.
+    app->add_option("--prefill-quantum", options.prefill_quantum,
+                    "Most prompt tokens per prefill call, 1-65536 (default 256); memory for "
+                    "that chunk's scratch is kept outside the expert pool, and chunks shrink "
+                    "when the device cannot hold it");
 }
 
 OpenedModel load_model(const ModelOptions& options) {
+    engine::validate_prefill_quantum(options.prefill_quantum);
     OpenedModel opened;
     opened.resolved = store::resolve_model(options.model,
                                            store::index_options_from_environment(options.root, ""));
@@ -62,6 +69,7 @@ OpenedModel load_model(const ModelOptions& options) {
     load.host_pool = options.host_pool_gb;
     load.buffered_io = options.buffered_io;
     load.max_ctx = options.max_ctx;
+    load.prefill_quantum = options.prefill_quantum;
     opened.loaded = engine::LoadedModel::load(load);
     return opened;
 }

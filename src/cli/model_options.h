@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "engine/model/prefill_quantum.h"
 #include "engine/runtime/loaded_model.h"
 #include "store/index/resolve_model.h"
 
@@ -27,12 +28,16 @@ struct ModelOptions {
     std::string host_pool_gb;  // cuda: the host cache behind the device pool ("" = staging)
     bool buffered_io = false;
     int64_t max_ctx = 4096;  // set by the command: the longest context it will run
+    // --prefill-quantum: the most prompt tokens per forward call and the scratch kept for them
+    // (default and why: engine/model/prefill_quantum.h).
+    int64_t prefill_quantum = engine::kDefaultPrefillQuantum;
 };
 
-// Adds the positional MODEL and the precision, pool, thread and index flags to `app`.
+// Adds the positional MODEL and the precision, pool, prefill, thread and index flags to `app`.
 void add_model_options(CLI::App* app, ModelOptions& options);
 
 // A resolved, loaded model. The lease on the store lives as long as this object.
+// load_model() checks the flags that need no store (--prefill-quantum) before resolving MODEL.
 struct OpenedModel {
     store::ResolvedModel resolved;
     std::unique_ptr<engine::LoadedModel> loaded;

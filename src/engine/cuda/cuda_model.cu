@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/log.h"
 #include "engine/cuda/cuda_model.h"
 #include "engine/cuda/device_expert_pool.h"
 #include "engine/cuda/device_layers.cuh"
@@ -244,6 +245,7 @@ public:
     MtpResult mtp_chain(SequenceState& state, std::span<const float> previous_residual,
                         int32_t token, int64_t position, int64_t step) override;
     nlohmann::json backend_stats() const override;
+    int64_t max_rows_per_call() const override { return prefill_rows_; }
 
 private:
     DeviceContext context(ForwardTrace* trace, std::string prefix);
@@ -295,6 +297,8 @@ private:
     DeviceBuffer rope_inv_freq_;
     std::unique_ptr<DeviceExpertPool> pool_;
     std::string pool_description_;
+    int64_t prefill_rows_ = 1;             // rows per prefill call the scratch reservation covers
+    uint64_t scratch_reserved_bytes_ = 0;  // kept outside the pool for those rows
     std::vector<LayerPlan> trunk_plan_, mtp_plan_;
     std::ostream* routing_trace_ = nullptr;
     int64_t trace_step_ = 0;
@@ -372,7 +376,8 @@ CudaModel::CudaModel(const ModelWeights& weights, ExpertSource& experts,
     }
 
     // The device expert pool: what is left after one sequence's caches, its snapshots and the
-    // scratch of a prefill chunk (activations of every layer's temporaries, generously).
+    // scratch of a prefill chunk of prefill_quantum rows (activations of every layer's
+    // temporaries, generously: prefill_scratch_row_bytes per row, plus slack).
     uint64_t state_floats = 0;
     for (const auto* plans : {&trunk_plan_, &mtp_plan_}) {
         for (const LayerPlan& p : *plans) {
@@ -384,18 +389,19 @@ CudaModel::CudaModel(const ModelWeights& weights, ExpertSource& experts,
     }
     for (const LayerPlan& p : trunk_plan_)
         state_floats += (p.gdn_conv + p.gdn_recurrent + p.ple_conv) * (options.max_rows + 1);
-    const int64_t widest = std::max<int64_t>(
-        {c.vocab_size, c.conv_dim * 2, c.num_attention_heads * c.head_dim * 2, c.hc_width() * 4,
-         c.num_experts * 2, c.num_experts_per_tok * c.hidden_size + c.moe_intermediate_size * 2});
-    const uint64_t scratch_bytes =
-        static_cast<uint64_t>(options.prefill_chunk) * widest * 8 * sizeof(float) + (512ULL << 20);
+    validate_prefill_quantum(options.prefill_quantum);
+    ChunkScratch scratch;
+    scratch.quantum = options.prefill_quantum;
+    scratch.min_rows = std::max<int64_t>(options.max_rows, 1);
+    scratch.row_bytes = prefill_scratch_row_bytes(c);
+    scratch.fixed_bytes = 512ULL << 20;  // rows-independent temporaries and allocator rounding
     const store::ExpertLayout& layout = experts.layout();
     PoolRequirements req;
     req.slot_bytes = DeviceExpertPool::slot_bytes_for(layout, options.max_bits);
     req.n_table_records = layout.n_records();
     req.step_records = static_cast<uint64_t>(options.max_rows * c.num_experts_per_tok);
     req.fixed_bytes = state_floats * sizeof(float);
-    req.reserve_bytes = scratch_bytes;
+    req.reserve_bytes = scratch.bytes(scratch.quantum);
     req.min_headroom_bytes = 1ULL << 30;
     CHERENKOV_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     req.measured_usable_bytes = free_bytes;
@@ -406,13 +412,12 @@ CudaModel::CudaModel(const ModelWeights& weights, ExpertSource& experts,
             "computed from the device pool (give at least one layer-step's experts)");
     }
     const PoolBudget budget = resolve_pool_budget(setting, req);
-    if (setting.mode == PoolMode::Explicit &&
-        budget.bytes + req.fixed_bytes + (256ULL << 20) > free_bytes) {
-        throw_invalid("--pool-gb " + options.pool + " does not fit: the device has " +
-                      std::to_string(free_bytes / 1000000) + " MB free after the weights, and " +
-                      std::to_string(req.fixed_bytes / 1000000) +
-                      " MB are needed for the sequence caches");
-    }
+    // An explicit pool must leave the quantum's scratch; an adaptive one shrinks the chunk only
+    // when it had to be raised to one layer-step's union.
+    const ChunkFit chunk = fit_prefill_chunk(setting, budget, req, scratch);
+    prefill_rows_ = chunk.rows;
+    scratch_reserved_bytes_ = chunk.scratch_bytes;
+    if (chunk.rows < options.prefill_quantum) log_warn("cuda", chunk.description);
     pool_ = std::make_unique<DeviceExpertPool>(layout, static_cast<int64_t>(budget.n_slots),
                                                static_cast<void*>(stream_), options.max_bits);
     // Page-lock the host cache's pool: records are then copied to device slots by DMA,
@@ -426,7 +431,7 @@ CudaModel::CudaModel(const ModelWeights& weights, ExpertSource& experts,
         cudaGetLastError();  // not registered (e.g. over the locked-memory limit): copies still
                              // work
     }
-    pool_description_ = "device " + budget.description;
+    pool_description_ = "device " + budget.description + ", " + chunk.description;
 }
 
 void CudaModel::check_tokens(std::span<const int32_t> tokens) const {
@@ -853,6 +858,8 @@ nlohmann::json CudaModel::backend_stats() const {
     stats["cuda_graph_captures"] = graph_captures_;
     stats["cuda_graph_launches"] = graph_launches_;
     stats["device_scratch_bytes"] = call_arena_.capacity() + layer_arena_.capacity();
+    stats["device_scratch_reserved_bytes"] = scratch_reserved_bytes_;
+    stats["prefill_rows_per_call"] = prefill_rows_;
     const DeviceExpertPoolCounters counters = pool_->counters();
     stats["device_expert_hits"] = counters.hits;
     stats["device_expert_uploads"] = counters.uploads;

@@ -11,6 +11,7 @@
 
 #include "engine/model/model_backend.h"
 #include "engine/model/model_weights.h"
+#include "engine/model/prefill_quantum.h"
 
 namespace cherenkov::engine {
 class ExpertSource;
@@ -23,14 +24,18 @@ struct CudaModelOptions {
     std::string pool = "adaptive";  // --pool-gb for the device expert pool: N, max, adaptive
     int64_t max_rows = 3;           // rows per decode step (token + drafts): the pool's minimum
     int64_t max_ctx = 4096;         // context the memory plan reserves room for
-    int64_t prefill_chunk = 256;    // rows per prefill call the scratch reservation covers
     int max_bits = 0;               // the largest expert precision in use (mixed mode), 0: resident
+    // --prefill-quantum: rows per prefill call the scratch reservation covers (fewer when an
+    // adaptive pool leaves less; max_rows_per_call() says how many).
+    int64_t prefill_quantum = kDefaultPrefillQuantum;
 };
 
 // Uploads `weights` and sizes the device expert pool (adaptive: free device memory after the
-// weights, minus sequence state for max_ctx and scratch). Throws InvalidInput for an explicit pool
-// below one step's union, ResourceExhausted when the device cannot hold the weights, and
-// Unsupported without a usable device. `weights` and `experts` must outlive the model.
+// weights, minus sequence state for max_ctx and the scratch of a prefill_quantum-row chunk).
+// Throws InvalidInput for a prefill_quantum out of range, for an explicit pool below one step's
+// union or one that leaves too little scratch for prefill_quantum rows, ResourceExhausted when
+// the device cannot hold the weights, and Unsupported without a usable device. `weights` and
+// `experts` must outlive the model.
 std::unique_ptr<ModelBackend> make_cuda_model(const ModelWeights& weights, ExpertSource& experts,
                                               const CudaModelOptions& options);
 

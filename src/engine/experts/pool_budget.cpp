@@ -209,4 +209,63 @@ PoolBudget resolve_pool_budget(const PoolSetting& setting, const PoolRequirement
     throw_internal("unknown pool mode");
 }
 
+ChunkFit fit_prefill_chunk(const PoolSetting& setting, const PoolBudget& budget,
+                           const PoolRequirements& requirements, const ChunkScratch& scratch) {
+    CHERENKOV_ASSERT(requirements.measured_usable_bytes.has_value(),
+                     "fitting a prefill chunk needs the measured free memory");
+    CHERENKOV_ASSERT(scratch.quantum >= 1 && scratch.min_rows >= 1 && scratch.row_bytes > 0,
+                     "a prefill chunk has rows and each row scratch");
+    const uint64_t usable = *requirements.measured_usable_bytes;
+    const uint64_t taken = budget.bytes + requirements.fixed_bytes;
+    const uint64_t left = usable > taken ? usable - taken : 0;
+    // The largest chunk `left` holds (0 when not even the fixed scratch fits).
+    const auto rows_in = [&](uint64_t bytes) -> int64_t {
+        if (bytes < scratch.fixed_bytes) return 0;
+        return static_cast<int64_t>(
+            std::min<uint64_t>((bytes - scratch.fixed_bytes) / scratch.row_bytes,
+                               static_cast<uint64_t>(scratch.quantum)));
+    };
+    const uint64_t wanted = scratch.bytes(scratch.quantum);
+    ChunkFit fit;
+    if (wanted <= left) {
+        fit.rows = scratch.quantum;
+        fit.scratch_bytes = wanted;
+        fit.description = "scratch for " + std::to_string(fit.rows) + "-row prefill chunks, " +
+                          gb_text(fit.scratch_bytes);
+        return fit;
+    }
+    if (setting.mode != PoolMode::Adaptive) {
+        const std::string pool = setting.mode == PoolMode::Max ? "max" : gb_text(setting.bytes);
+        std::string message =
+            "--pool-gb " + pool + " leaves too little memory for the scratch of " +
+            "--prefill-quantum " + std::to_string(scratch.quantum) + ": " + gb_text(usable) +
+            " free, the pool takes " + gb_text(budget.bytes) +
+            ", fixed buffers (sequence caches for the context) " +
+            gb_text(requirements.fixed_bytes) + " and a " + std::to_string(scratch.quantum) +
+            "-row prefill chunk's scratch " + gb_text(wanted) + "; ";
+        const int64_t rows = rows_in(left);
+        if (rows >= scratch.min_rows) {
+            message += "use at most --prefill-quantum " + std::to_string(rows) + ", ";
+        }
+        const uint64_t outside = requirements.fixed_bytes + wanted;
+        const uint64_t step_bytes = step_slots(requirements) * requirements.slot_bytes;
+        if (usable >= outside + step_bytes) {
+            // Floored to 1 MB, so the suggestion itself fits.
+            const uint64_t pool_mb = (usable - outside) / 1'000'000;
+            char gb[32];
+            std::snprintf(gb, sizeof gb, "%.3f", static_cast<double>(pool_mb) / 1e3);
+            message += "at most --pool-gb " + std::string(gb) + ", ";
+        }
+        message += "or --pool-gb adaptive";
+        throw_invalid(message);
+    }
+    fit.rows = std::max(rows_in(left), std::min(scratch.min_rows, scratch.quantum));
+    fit.scratch_bytes = scratch.bytes(fit.rows);
+    fit.description = "scratch for " + std::to_string(fit.rows) + "-row prefill chunks (" +
+                      gb_text(fit.scratch_bytes) + "; --prefill-quantum " +
+                      std::to_string(scratch.quantum) + " does not fit beside one layer-step's " +
+                      "pool)";
+    return fit;
+}
+
 }  // namespace cherenkov::engine

@@ -77,4 +77,32 @@ struct PoolBudget {
 PoolBudget resolve_pool_budget(const PoolSetting& setting, const PoolRequirements& requirements,
                                const MemorySources& sources = {});
 
+// The scratch of one prefill chunk beside the pool (seed "Memory and scheduling": prefill_quantum
+// sets the largest chunk and its scratch reservation): rows · row_bytes + fixed_bytes.
+struct ChunkScratch {
+    int64_t quantum = 256;     // --prefill-quantum: the chunk asked for
+    int64_t min_rows = 1;      // never fewer (unless the quantum is): a decode step's rows
+    uint64_t row_bytes = 0;    // scratch per row
+    uint64_t fixed_bytes = 0;  // scratch whatever the rows
+    uint64_t bytes(int64_t rows) const {
+        return static_cast<uint64_t>(rows) * row_bytes + fixed_bytes;
+    }
+};
+
+struct ChunkFit {
+    int64_t rows = 0;            // rows per prefill call: the quantum, or fewer to fit memory
+    uint64_t scratch_bytes = 0;  // the reservation for those rows
+    std::string description;     // one line for logs
+};
+
+// Fits a prefill chunk into what `budget` leaves of requirements.measured_usable_bytes (which
+// must be set) after requirements.fixed_bytes. Explicit and max pools must leave a whole
+// quantum's scratch, else InvalidInput naming --pool-gb, --prefill-quantum, every size and the
+// largest value of each flag that fits. An adaptive pool was sized with the quantum's scratch
+// reserved (requirements.reserve_bytes); only when it had to be raised to one layer-step's union
+// does the chunk shrink to what is left (at least min(min_rows, quantum)): actual chunks may be
+// smaller to fit available memory.
+ChunkFit fit_prefill_chunk(const PoolSetting& setting, const PoolBudget& budget,
+                           const PoolRequirements& requirements, const ChunkScratch& scratch);
+
 }  // namespace cherenkov::engine

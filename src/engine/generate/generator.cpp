@@ -51,7 +51,7 @@ Generator::Generator(ModelBackend& model, GenerationOptions options)
         throw_invalid("--drafts must be 0, 1 or 2, got " + std::to_string(options_.drafts));
     }
     if (options_.max_ctx < 1) throw_invalid("--max-ctx must be positive");
-    if (options_.prefill_chunk < 1) options_.prefill_chunk = 256;
+    validate_prefill_quantum(options_.prefill_quantum);
 }
 
 GenerationStats Generator::generate(std::span<const int32_t> prompt,
@@ -73,15 +73,14 @@ GenerationStats Generator::generate(std::span<const int32_t> prompt,
     DraftPolicy policy(speculate ? options_.drafts : 0);
     state_ = model_.new_sequence(options_.max_ctx);
 
-    // Prefill in chunks; the last chunk's last row gives the first token.
+    // Prefill in chunks of at most the quantum (fewer rows when the backend's scratch holds
+    // fewer); the last chunk's last row gives the first token.
     const auto prefill_start = std::chrono::steady_clock::now();
-    ForwardResult result;
-    for (size_t at = 0; at < prompt.size(); at += static_cast<size_t>(options_.prefill_chunk)) {
-        const size_t n = std::min(prompt.size() - at, static_cast<size_t>(options_.prefill_chunk));
-        ForwardOptions fo;
-        fo.keep_residuals = speculate;
-        result = model_.forward(state_, prompt.subspan(at, n), fo);
-    }
+    stats.prefill_chunk_tokens = prefill_chunk_rows(model_, options_.prefill_quantum);
+    ForwardOptions prefill;
+    prefill.keep_residuals = speculate;
+    ForwardResult result = forward_in_chunks(model_, state_, prompt, prefill,
+                                             stats.prefill_chunk_tokens, &stats.prefill_chunks);
     std::vector<float> logits = result.logits;
     int32_t next = sampler.sample(logits);
     stats.prefill_seconds = seconds_since(prefill_start);

@@ -14,6 +14,7 @@
 
 #include "engine/generate/sampler.h"
 #include "engine/model/model_backend.h"
+#include "engine/model/prefill_quantum.h"
 
 namespace cherenkov::engine {
 
@@ -24,7 +25,9 @@ struct GenerationOptions {
     bool stop_at_eos = true;
     std::vector<int32_t> eos_ids;
     int64_t max_ctx = 4096;
-    int64_t prefill_chunk = 256;  // tokens per prefill call
+    // --prefill-quantum: the most prompt tokens per prefill call; calls are cut to
+    // min(this, model.max_rows_per_call()) (engine/model/prefill_quantum.h).
+    int64_t prefill_quantum = kDefaultPrefillQuantum;
     // Tests only: replaces draft j (0-based) proposed for output index `index` (the position in
     // the generated text the draft claims). Lets tests force acceptances and rejections.
     std::function<int32_t(int64_t index, int j, int32_t proposed)> draft_override;
@@ -40,6 +43,8 @@ struct GenerationStats {
     std::array<int64_t, 2> drafts_accepted{};
     std::string stop_reason;  // "eos", "length", "context", "stopped"
     bool speculation = false;
+    int64_t prefill_chunk_tokens = 0;  // rows per prefill call (the last chunk may be shorter)
+    int64_t prefill_chunks = 0;        // prefill calls
 };
 
 // Adaptive draft count: one draft; two after a round that accepted all its drafts; none for a
@@ -63,7 +68,8 @@ public:
 
     // Runs `prompt` and generates. on_token is called once per emitted token, in order; returning
     // false stops generation. Throws InvalidInput before any work for an empty prompt or one that
-    // does not fit in max_ctx.
+    // does not fit in max_ctx. (The constructor throws InvalidInput for bad options, naming the
+    // flag: --drafts, --max-ctx, --prefill-quantum, sampling.)
     GenerationStats generate(std::span<const int32_t> prompt,
                              const std::function<bool(int32_t)>& on_token);
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <span>
@@ -71,6 +72,13 @@ public:
     // and its draft token; `step` selects the MTP layer (step mod n_layers).
     virtual MtpResult mtp_chain(SequenceState& state, std::span<const float> previous_residual,
                                 int32_t token, int64_t position, int64_t step) = 0;
+
+    // The most rows one prefill call should be given: prompts are cut into chunks of at most
+    // this (seed "Memory and scheduling": actual chunks may be smaller to fit available memory).
+    // A backend whose scratch is reserved for a fixed chunk (CUDA: --prefill-quantum rows, fewer
+    // when the device cannot hold that beside the expert pool) reports it; the default has no
+    // limit. Decode steps (a token and its drafts) are never cut.
+    virtual int64_t max_rows_per_call() const { return std::numeric_limits<int64_t>::max(); }
 
     // Backend figures for memory_stats (device allocations, device expert pool), or null.
     virtual nlohmann::json backend_stats() const { return nullptr; }

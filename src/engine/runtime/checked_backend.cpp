@@ -206,6 +206,9 @@ public:
         return result;
     }
 
+    // The reference takes any number of rows; the backend under test sets the limit.
+    int64_t max_rows_per_call() const override { return primary_.max_rows_per_call(); }
+
     nlohmann::json backend_stats() const override {
         nlohmann::json stats = primary_.backend_stats();
         if (stats.is_null()) stats = nlohmann::json::object();

@@ -61,10 +61,12 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
     if (options.expert_bits != 4 && options.expert_bits != 3 && options.expert_bits != 2) {
         throw_invalid("--experts must be 4, 3 or 2, got " + std::to_string(options.expert_bits));
     }
+    validate_prefill_quantum(options.prefill_quantum);
     store::validate_store(options.store_dir);
     std::unique_ptr<LoadedModel> loaded(new LoadedModel());
     loaded->weights_ = load_model_weights(options.store_dir);
     loaded->expert_bits_ = options.expert_bits;
+    loaded->prefill_quantum_ = options.prefill_quantum;
     std::vector<int> bits = {options.expert_bits};
     if (options.miss_bits != 0 && options.miss_bits != options.expert_bits)
         bits.push_back(options.miss_bits);
@@ -79,6 +81,13 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
     base.max_rows = std::max<int64_t>(options.max_rows, 1);
     base.top_k = loaded->weights_->config.num_experts_per_tok;
     base.fixed_bytes = loaded->weights_->resident_bytes();
+    // On the CPU a prefill chunk's activations live in host memory: an adaptive host pool keeps
+    // them outside (the larger of this and the usual headroom). A chunk's expert union needs no
+    // reservation: up to min(rows · top-k, experts) experts per layer, fetched in groups of at
+    // most the pool's slots (ExpertSource::max_batch_experts), so a pool of one decode step's
+    // union serves any chunk, with more reads.
+    const uint64_t cpu_chunk_scratch = static_cast<uint64_t>(options.prefill_quantum) *
+                                       prefill_scratch_row_bytes(loaded->weights_->config);
     // The host expert source with `pool`, and the CPU model over it.
     const auto build_host_side = [&](const PoolSetting& pool) {
         ExpertSourceOptions source = base;
@@ -95,7 +104,8 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
     };
     std::string backend = resolve_backend(options.backend);
     if (backend == "cuda") {
-        // The device pool caches; the host pool stages reads into it (or is the RAM tier).
+        // The device pool caches; the host pool stages reads into it (or is the RAM tier). The
+        // chunk's activations are on the device, so the host keeps no scratch for them.
         const std::string host = options.host_pool.empty() ? "staging" : options.host_pool;
         if (host == "staging") {
             const uint64_t step = static_cast<uint64_t>(base.max_rows * base.top_k);
@@ -109,6 +119,7 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
         device.max_rows = base.max_rows;
         device.max_ctx = options.max_ctx;
         device.max_bits = std::max(options.expert_bits, options.miss_bits);
+        device.prefill_quantum = options.prefill_quantum;
         try {
             loaded->cuda_model_ =
                 cuda::make_cuda_model(*loaded->weights_, *loaded->experts_, device);
@@ -127,7 +138,10 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
             backend = "cpu";
         }
     }
-    if (backend == "cpu") build_host_side(parse_pool_setting(options.pool));
+    if (backend == "cpu") {
+        base.reserve_bytes = cpu_chunk_scratch;
+        build_host_side(parse_pool_setting(options.pool));
+    }
     loaded->backend_name_ = backend;
     if (options.check) {
         loaded->checked_ = make_checked_backend(*loaded->backend_, *loaded->model_);
@@ -136,6 +150,10 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
     loaded->load_seconds_ =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return loaded;
+}
+
+int64_t LoadedModel::prefill_chunk_tokens() const {
+    return prefill_chunk_rows(*backend_, prefill_quantum_);
 }
 
 uint64_t LoadedModel::expert_bytes_read() const {
@@ -172,6 +190,8 @@ nlohmann::json LoadedModel::memory_stats(const SequenceState* state) const {
     }
     stats["experts_read_bytes"] = expert_bytes_read();
     stats["backend"] = backend_name_;
+    stats["prefill_quantum"] = prefill_quantum_;
+    stats["prefill_chunk_tokens"] = prefill_chunk_tokens();
     if (cuda_model_) stats["device"] = cuda_model_->backend_stats();
     return stats;
 }

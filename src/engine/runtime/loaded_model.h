@@ -12,6 +12,7 @@
 #include "engine/experts/expert_source.h"
 #include "engine/model/model.h"
 #include "engine/model/model_weights.h"
+#include "engine/model/prefill_quantum.h"
 
 namespace cherenkov::engine {
 
@@ -34,6 +35,9 @@ struct LoadOptions {
     bool buffered_io = false;  // read experts through the page cache instead of O_DIRECT
     bool check = false;        // cuda: also run the CPU model and report divergence (slow)
     int64_t max_ctx = 4096;    // context the device memory plan leaves room for
+    // --prefill-quantum: the most rows per prefill call, and the scratch the memory plan keeps
+    // outside the expert pool for them (engine/model/prefill_quantum.h).
+    int64_t prefill_quantum = kDefaultPrefillQuantum;
 };
 
 // "auto" → "cuda" when the build has CUDA and a device answers, else "cpu"; "cpu"/"cuda" as
@@ -56,6 +60,10 @@ public:
     ThreadPool& pool() { return *pool_; }
     double load_seconds() const { return load_seconds_; }
     int expert_bits() const { return expert_bits_; }
+    // --prefill-quantum as given, and the rows per prefill call it comes to on this backend:
+    // min(quantum, model().max_rows_per_call()).
+    int64_t prefill_quantum() const { return prefill_quantum_; }
+    int64_t prefill_chunk_tokens() const;
 
     // Bytes read from expert tables so far.
     uint64_t expert_bytes_read() const;
@@ -65,7 +73,7 @@ public:
     const std::string& pool_description() const { return pool_description_; }
 
     // The memory_stats object: process RSS and peak, resident weights, mapped n-gram bytes,
-    // sequence state, expert reads.
+    // sequence state, expert reads, the prefill quantum and chunk.
     nlohmann::json memory_stats(const SequenceState* state) const;
 
 private:
@@ -81,6 +89,7 @@ private:
     std::string backend_name_ = "cpu";
     double load_seconds_ = 0.0;
     int expert_bits_ = 4;
+    int64_t prefill_quantum_ = kDefaultPrefillQuantum;
     uint64_t pool_bytes_ = 0;
     std::string pool_description_;
 };

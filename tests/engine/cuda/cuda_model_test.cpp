@@ -1,7 +1,8 @@
 // The CUDA backend (engine/cuda/cuda_model.h) end to end against the transformers reference and
 // the CPU backend: logits at every position of every fixture prompt, every traced stage of every
 // layer, incremental schedules, checkpoint copies, MTP catch-up, greedy generation for drafts
-// 0/1/2, and a minimal device pool against one holding every expert. Skips without a device.
+// 0/1/2, a minimal device pool against one holding every expert, and prefill in chunks of a
+// small --prefill-quantum. Skips without a device.
 #include "engine/cuda/cuda_model.h"
 
 #include <gtest/gtest.h>
@@ -19,6 +20,7 @@
 #include "engine/generate/generator.h"
 #include "engine/generate/sampler.h"
 #include "engine/model/fixture_engine.h"
+#include "engine/model/prefill_quantum.h"
 
 namespace cherenkov::testing {
 namespace {
@@ -33,13 +35,14 @@ bool have_device() {
 
 // A CPU FixtureEngine plus a CUDA model over the same weights with its own expert reader.
 struct CudaFixture {
-    explicit CudaFixture(const std::string& checkpoint, const std::string& pool = "max")
+    explicit CudaFixture(const std::string& checkpoint, const std::string& pool = "max",
+                         int64_t prefill_quantum = 64)
         : cpu(checkpoint),
           experts(cpu.weights->store_dir + "/experts.bin", cpu.weights->manifest.experts) {
         engine::cuda::CudaModelOptions options;
         options.pool = pool;
         options.max_ctx = 512;
-        options.prefill_chunk = 64;
+        options.prefill_quantum = prefill_quantum;
         gpu = engine::cuda::make_cuda_model(*cpu.weights, experts, options);
     }
     FixtureEngine cpu;
@@ -283,6 +286,68 @@ TEST(CudaModel, GraphsAndSideStreamsGiveTheSameBitsAsOneStream) {
             EXPECT_EQ(stats["cuda_graph_launches"].get<uint64_t>(), 0U);
         }
         EXPECT_EQ(outputs.back(), outputs.front()) << "graphs " << graphs << " streams " << streams;
+    }
+}
+
+// A model built with a small --prefill-quantum reports it as its row limit, and callers asking
+// for 256-row chunks prefill in chunks of that size: the same logits as one call on a model
+// with a large quantum, and the same greedy text (drafts off and on) as that model and the CPU.
+TEST(CudaModel, SmallPrefillQuantumPrefillsALongerPromptInChunksIdentically) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    CudaFixture large("tiny_a/hf_flat_fused", "max", 256);
+    CudaFixture small("tiny_a/hf_flat_fused", "max", 5);
+    EXPECT_EQ(large.gpu->max_rows_per_call(), 256);
+    EXPECT_EQ(small.gpu->max_rows_per_call(), 5);
+    const nlohmann::json small_stats = small.gpu->backend_stats();
+    EXPECT_EQ(small_stats["prefill_rows_per_call"].get<int64_t>(), 5);
+    EXPECT_LT(small_stats["device_scratch_reserved_bytes"].get<uint64_t>(),
+              large.gpu->backend_stats()["device_scratch_reserved_bytes"].get<uint64_t>());
+
+    ReferenceFile reference("tiny_a/reference/logits.safetensors");
+    const std::vector<int32_t> tokens = reference.tokens("input_ids.len33");
+    const std::vector<float> whole = all_logits(*large.gpu, tokens);
+    engine::SequenceState state = small.gpu->new_sequence(256);
+    engine::ForwardOptions all;
+    all.all_logits = true;
+    int64_t calls = 0;
+    const engine::ForwardResult chunked = engine::forward_in_chunks(
+        *small.gpu, state, tokens, all, engine::prefill_chunk_rows(*small.gpu, 256), &calls);
+    EXPECT_EQ(calls, 7);
+    EXPECT_LE(max_abs_diff(chunked.logits, whole), 1e-4F);
+
+    const std::vector<int32_t> prompt = reference.tokens("input_ids.chat");
+    for (const int drafts : {0, 2}) {
+        engine::GenerationOptions options;
+        options.max_tokens = 32;
+        options.drafts = drafts;
+        options.stop_at_eos = false;
+        options.max_ctx = 256;
+        options.prefill_quantum = 256;
+        const std::vector<int32_t> expected = generate_tokens(large.cpu.model, prompt, options);
+        EXPECT_EQ(generate_tokens(*large.gpu, prompt, options), expected) << "drafts " << drafts;
+        engine::GenerationStats stats;
+        EXPECT_EQ(generate_tokens(*small.gpu, prompt, options, &stats), expected)
+            << "drafts " << drafts;
+        EXPECT_EQ(stats.prefill_chunk_tokens, 5);
+        EXPECT_EQ(stats.prefill_chunks, (static_cast<int64_t>(prompt.size()) + 4) / 5);
+    }
+}
+
+TEST(CudaModel, PrefillQuantumOutOfRangeNamesTheFlag) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    FixtureEngine cpu("tiny_a/hf_flat_fused");
+    engine::DirectExpertReader experts(cpu.weights->store_dir + "/experts.bin",
+                                       cpu.weights->manifest.experts);
+    engine::cuda::CudaModelOptions options;
+    options.pool = "max";
+    options.max_ctx = 512;
+    options.prefill_quantum = 0;
+    try {
+        engine::cuda::make_cuda_model(*cpu.weights, experts, options);
+        FAIL() << "accepted --prefill-quantum 0";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::InvalidInput);
+        EXPECT_NE(std::string(e.what()).find("--prefill-quantum"), std::string::npos) << e.what();
     }
 }
 

@@ -178,5 +178,114 @@ TEST(PoolBudget, MalformedMeminfoNamesTheFile) {
     EXPECT_THROW(read_available_memory(fake_sources(dir)), Error);
 }
 
+// A device plan like the CUDA backend's: 20 GB free after the weights, 1 GB of sequence caches,
+// FN Q4 slots, and a 152k-vocabulary model's prefill scratch per row.
+PoolRequirements device_requirements() {
+    PoolRequirements req = fn_requirements();
+    req.fixed_bytes = 1'000'000'000;
+    req.min_headroom_bytes = uint64_t{1} << 30;
+    req.measured_usable_bytes = 20'000'000'000;
+    return req;
+}
+
+ChunkScratch fn_scratch(int64_t quantum) {
+    ChunkScratch scratch;
+    scratch.quantum = quantum;
+    scratch.min_rows = 4;
+    scratch.row_bytes = 151'936 * 8 * 4;
+    scratch.fixed_bytes = uint64_t{512} << 20;
+    return scratch;
+}
+
+// The largest value a message suggests after `flag` ("--prefill-quantum 123" → 123).
+double suggested(const std::string& message, const std::string& flag) {
+    const size_t at = message.find("at most " + flag + " ");
+    if (at == std::string::npos) return -1.0;
+    return std::stod(message.substr(at + 9 + flag.size()));
+}
+
+TEST(PrefillChunkFit, AdaptivePoolLeavesTheWholeQuantum) {
+    for (const int64_t quantum : {int64_t{1}, int64_t{256}, int64_t{2048}}) {
+        PoolRequirements req = device_requirements();
+        req.reserve_bytes = fn_scratch(quantum).bytes(quantum);
+        const PoolBudget budget = resolve_pool_budget({}, req);
+        const ChunkFit fit = fit_prefill_chunk({}, budget, req, fn_scratch(quantum));
+        EXPECT_EQ(fit.rows, quantum);
+        EXPECT_EQ(fit.scratch_bytes, fn_scratch(quantum).bytes(quantum));
+        EXPECT_LE(budget.bytes + req.fixed_bytes + fit.scratch_bytes, *req.measured_usable_bytes);
+    }
+    // A larger quantum leaves a smaller pool.
+    PoolRequirements small = device_requirements();
+    small.reserve_bytes = fn_scratch(128).bytes(128);
+    PoolRequirements large = device_requirements();
+    large.reserve_bytes = fn_scratch(8192).bytes(8192);
+    EXPECT_GT(resolve_pool_budget({}, small).n_slots, resolve_pool_budget({}, large).n_slots);
+}
+
+TEST(PrefillChunkFit, AdaptivePoolRaisedToOneStepShrinksTheChunk) {
+    PoolRequirements req = device_requirements();
+    req.measured_usable_bytes = 2'000'000'000;  // 1 GB after the caches: 40 slots take 0.11 GB
+    req.reserve_bytes = fn_scratch(4096).bytes(4096);  // 20.4 GB
+    const PoolBudget budget = resolve_pool_budget({}, req);
+    EXPECT_EQ(budget.n_slots, 40u);
+    const ChunkFit fit = fit_prefill_chunk({}, budget, req, fn_scratch(4096));
+    EXPECT_GE(fit.rows, 4);
+    EXPECT_LT(fit.rows, 4096);
+    EXPECT_LE(budget.bytes + req.fixed_bytes + fit.scratch_bytes, *req.measured_usable_bytes);
+    EXPECT_NE(fit.description.find("--prefill-quantum 4096 does not fit"), std::string::npos)
+        << fit.description;
+    // With nothing left the chunk is still a decode step's rows.
+    req.measured_usable_bytes = req.fixed_bytes + budget.bytes;
+    EXPECT_EQ(fit_prefill_chunk({}, budget, req, fn_scratch(4096)).rows, 4);
+}
+
+TEST(PrefillChunkFit, ExplicitPoolThatLeavesTooLittleScratchFailsNamingBoth) {
+    PoolRequirements req = device_requirements();
+    const PoolSetting setting = parse_pool_setting("17");
+    const PoolBudget budget = resolve_pool_budget(setting, req);
+    // 17 GB pool + 1 GB caches leave ~2 GB: 256 rows (1.78 GB) fit, 1024 (5.5 GB) do not.
+    EXPECT_EQ(fit_prefill_chunk(setting, budget, req, fn_scratch(256)).rows, 256);
+    try {
+        fit_prefill_chunk(setting, budget, req, fn_scratch(1024));
+        FAIL() << "a 1024-row chunk was fitted beside a 17 GB pool";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::InvalidInput);
+        const std::string message = e.what();
+        for (const char* part : {"--pool-gb 17.000 GB", "--prefill-quantum 1024", "20.000 GB free",
+                                 "1.000 GB", "or --pool-gb adaptive"}) {
+            EXPECT_NE(message.find(part), std::string::npos) << part << " in: " << message;
+        }
+        // Each suggestion fits on its own.
+        const double rows = suggested(message, "--prefill-quantum");
+        ASSERT_GT(rows, 256.0) << message;
+        EXPECT_NO_THROW(
+            fit_prefill_chunk(setting, budget, req, fn_scratch(static_cast<int64_t>(rows))));
+        EXPECT_THROW(
+            fit_prefill_chunk(setting, budget, req, fn_scratch(static_cast<int64_t>(rows) + 1)),
+            Error);
+        const double gb = suggested(message, "--pool-gb");
+        ASSERT_GT(gb, 0.0) << message;
+        const PoolSetting smaller = parse_pool_setting(std::to_string(gb));
+        EXPECT_NO_THROW(
+            fit_prefill_chunk(smaller, resolve_pool_budget(smaller, req), req, fn_scratch(1024)));
+    }
+}
+
+TEST(PrefillChunkFit, MaxPoolIsCheckedLikeAnExplicitOne) {
+    PoolRequirements req = device_requirements();
+    req.measured_usable_bytes = 60'000'000'000;  // the FN table is 58 GB
+    const PoolSetting max{.mode = PoolMode::Max, .bytes = 0};
+    const PoolBudget budget = resolve_pool_budget(max, req);
+    try {
+        fit_prefill_chunk(max, budget, req, fn_scratch(256));
+        FAIL();
+    } catch (const Error& e) {
+        const std::string message = e.what();
+        EXPECT_NE(message.find("--pool-gb max leaves too little memory"), std::string::npos)
+            << message;
+        EXPECT_NE(message.find("--prefill-quantum 256"), std::string::npos) << message;
+    }
+}
+
 }  // namespace
 }  // namespace cherenkov::engine

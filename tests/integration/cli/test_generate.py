@@ -132,3 +132,62 @@ def test_check_runs_the_reference_beside_the_backend(run_cli, stores):
     for line in lines:
         diff = float(line.split("max |logit diff| ")[1].split(" ")[0])
         assert diff < 1e-3, line
+
+
+def memory_stats_of(stderr):
+    line = next(line for line in stderr.splitlines() if line.startswith("memory_stats "))
+    return json.loads(line[len("memory_stats "):])
+
+
+def test_prefill_quantum_changes_the_chunks_not_the_output(run_cli, stores, tmp_path):
+    """--prefill-quantum 3 cuts every prompt into 3-token calls: the same greedy text (drafts on,
+    so MTP catch-up spans chunks), logits and perplexity as the default's one call, and the
+    reports say which chunk was used."""
+    args = [stores["a"], "def add(a, b):", "--raw", "--max-tokens", "24", "--no-eos"]
+    default = run_cli(*args)
+    small = run_cli(*args, "--prefill-quantum", "3")
+    assert small.stdout == default.stdout
+    assert "chunk(s) of up to 3\n" in small.stderr and "1 chunk(s) of up to 256\n" in default.stderr
+    stats = memory_stats_of(small.stderr)
+    assert stats["prefill_quantum"] == 3 and stats["prefill_chunk_tokens"] == 3
+    assert memory_stats_of(default.stderr)["prefill_chunk_tokens"] == 256
+
+    ids = ",".join(str(i) for i in range(1, 30))
+    logits = {q: np.array(json.loads(run_cli("logits", stores["a"], "--tokens", ids, "--full", "--json",
+                                             "--prefill-quantum", q).stdout)["logits"], dtype=np.float32)
+              for q in ("3", "256")}
+    assert logits["3"].shape == logits["256"].shape == (29, logits["256"].shape[1])
+    assert np.abs(logits["3"] - logits["256"]).max() < 1e-4
+
+    text = tmp_path / "text.txt"
+    text.write_text("The quick brown fox jumps over the lazy dog. " * 4)
+    ppl = {q: json.loads(run_cli("perplexity", stores["a"], text, "--ctx", "16", "--json",
+                                 "--prefill-quantum", q).stdout)["perplexity"] for q in ("3", "256")}
+    assert abs(ppl["3"] - ppl["256"]) < 1e-4 * ppl["256"]
+
+
+def test_bench_reports_the_prefill_chunk(run_cli, stores):
+    bench = ["bench", stores["a"], "--prompt-tokens", "16", "--gen-tokens", "4", "--repeat", "1", "--json"]
+    small = json.loads(run_cli(*bench, "--prefill-quantum", "3").stdout)
+    assert small["prefill_quantum"] == 3 and small["prefill_chunk_tokens"] == 3
+    assert small["runs"][0]["prefill_chunks"] == 6  # 16 tokens in calls of 3
+    assert small["memory"]["prefill_chunk_tokens"] == 3
+    default = json.loads(run_cli(*bench).stdout)
+    assert default["prefill_quantum"] == 256 and default["prefill_chunk_tokens"] == 256
+    assert default["runs"][0]["prefill_chunks"] == 1
+
+
+@pytest.mark.parametrize("command", [
+    ["{a}", "hello"],
+    ["logits", "{a}", "--tokens", "1,2,3", "--json"],
+    ["perplexity", "{a}", "{text}"],
+    ["bench", "{a}", "--repeat", "1", "--json"],
+])
+@pytest.mark.parametrize("value", ["0", "65537", "many"])
+def test_bad_prefill_quantum_is_an_error_naming_the_flag(run_cli, stores, tmp_path, command, value):
+    text = tmp_path / "text.txt"
+    text.write_text("hello there, general kenobi")
+    args = [a.format(a=stores["a"], text=text) for a in command] + ["--prefill-quantum", value]
+    result = run_cli(*args, check=False)
+    assert result.returncode != 0 and "--prefill-quantum" in result.stderr, result.stderr
+    assert result.stdout == ""

@@ -1,0 +1,46 @@
+// The prefill quantum (seed "Memory and scheduling"): the largest number of prompt rows one
+// forward call takes, and the scratch reserved for it. Larger chunks reuse each fetched expert
+// across more tokens but leave less memory for the expert pool. Every caller that cuts a prompt
+// into calls (the generator, `logits`, `perplexity`) cuts it here, to at most
+// min(quantum, ModelBackend::max_rows_per_call()) rows.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "engine/model/model_backend.h"
+
+namespace cherenkov::engine {
+
+// 256, not the seed's 128: that default kept expert-pool space on a 32 GB unified-memory Mac,
+// where weights, pool and scratch share one memory. Our scratch per row is small against our
+// memories (prefill_scratch_row_bytes is about 4.9 MB with a 152k vocabulary, so 1.2 GB for 256
+// rows, beside 80-141 GB GPUs or the host RAM of a CPU machine), and 256 is the chunk the
+// engine's prefill was measured and tuned with (docs/cuda-backend.md). Larger values speed up
+// prefill (the GEMM reaches 37 TFLOP/s at 1024 rows against 22 at 256) when memory allows.
+inline constexpr int64_t kDefaultPrefillQuantum = 256;
+// Past this the scratch (tens of GB with a large vocabulary) outgrows any device we target.
+inline constexpr int64_t kMaxPrefillQuantum = 65536;
+
+// Throws InvalidInput naming --prefill-quantum unless 1 ≤ quantum ≤ kMaxPrefillQuantum.
+void validate_prefill_quantum(int64_t quantum);
+
+// An upper bound of the activation bytes one prefill row keeps alive during a forward call:
+// eight float rows of the widest per-row tensor (logits, GDN conv input, attention heads,
+// hyper-connection streams, router, a row's routed-expert work). Backends reserve
+// rows · this (plus their own fixed slack) for a chunk.
+uint64_t prefill_scratch_row_bytes(const model_data::qwen4_exp::Config& config);
+
+// Rows per prefill call for `quantum` on `model`: min(quantum, model.max_rows_per_call()).
+int64_t prefill_chunk_rows(const ModelBackend& model, int64_t quantum);
+
+// Runs `tokens` through `model` as consecutive calls of at most `chunk_rows` rows each (the
+// state advances as one call would). With options.all_logits the result holds every row's
+// logits in order; otherwise the last row's. Traces append across calls. snapshot_rows needs a
+// single call (commit() refers to the last call), so it is refused with more rows than a chunk.
+// `n_calls`, when given, receives the number of calls made.
+ForwardResult forward_in_chunks(ModelBackend& model, SequenceState& state,
+                                std::span<const int32_t> tokens, const ForwardOptions& options,
+                                int64_t chunk_rows, int64_t* n_calls = nullptr);
+
+}  // namespace cherenkov::engine

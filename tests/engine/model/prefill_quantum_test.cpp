@@ -1,0 +1,196 @@
+// The prefill quantum (engine/model/prefill_quantum.h): range checks naming --prefill-quantum,
+// chunked forward calls equal to one call, greedy generation identical for quanta 1, 7 and 256
+// (with and without MTP drafts, whose pending residuals span chunks), and chunks cut further to a
+// backend's max_rows_per_call (also through --check's wrapper).
+#include "engine/model/prefill_quantum.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "engine/model/fixture_engine.h"
+#include "engine/runtime/checked_backend.h"
+
+namespace cherenkov::testing {
+namespace {
+
+// A backend that forwards to `inner` but says it takes at most `limit` rows per call, and
+// records the largest call it was given (so a test sees that callers obey the limit).
+class RowLimitedBackend final : public engine::ModelBackend {
+public:
+    RowLimitedBackend(engine::ModelBackend& inner, int64_t limit) : inner_(inner), limit_(limit) {}
+
+    const char* name() const override { return inner_.name(); }
+    const model_data::qwen4_exp::Config& config() const override { return inner_.config(); }
+    bool has_mtp() const override { return inner_.has_mtp(); }
+    engine::SequenceState new_sequence(int64_t max_ctx) const override {
+        return inner_.new_sequence(max_ctx);
+    }
+    void set_routing_trace(std::ostream* out) override { inner_.set_routing_trace(out); }
+    engine::ForwardResult forward(engine::SequenceState& state, std::span<const int32_t> tokens,
+                                  const engine::ForwardOptions& options) override {
+        largest_call = std::max(largest_call, static_cast<int64_t>(tokens.size()));
+        return inner_.forward(state, tokens, options);
+    }
+    void commit(engine::SequenceState& state, int64_t n_rows) override {
+        inner_.commit(state, n_rows);
+    }
+    engine::MtpResult mtp_catch_up(engine::SequenceState& state, int32_t next_token,
+                                   bool all_logits, engine::ForwardTrace* trace) override {
+        return inner_.mtp_catch_up(state, next_token, all_logits, trace);
+    }
+    engine::MtpResult mtp_chain(engine::SequenceState& state,
+                                std::span<const float> previous_residual, int32_t token,
+                                int64_t position, int64_t step) override {
+        return inner_.mtp_chain(state, previous_residual, token, position, step);
+    }
+    int64_t max_rows_per_call() const override { return limit_; }
+
+    int64_t largest_call = 0;
+
+private:
+    engine::ModelBackend& inner_;
+    int64_t limit_;
+};
+
+void expect_rejected(int64_t quantum) {
+    try {
+        engine::validate_prefill_quantum(quantum);
+        FAIL() << "accepted " << quantum;
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::InvalidInput);
+        const std::string message = e.what();
+        EXPECT_NE(message.find("--prefill-quantum"), std::string::npos) << message;
+        EXPECT_NE(message.find("got " + std::to_string(quantum)), std::string::npos) << message;
+    }
+}
+
+TEST(PrefillQuantum, AcceptsOneTo65536AndNamesTheFlagOtherwise) {
+    for (const int64_t good :
+         {int64_t{1}, int64_t{7}, engine::kDefaultPrefillQuantum, engine::kMaxPrefillQuantum}) {
+        EXPECT_NO_THROW(engine::validate_prefill_quantum(good)) << good;
+    }
+    for (const int64_t bad : {int64_t{0}, int64_t{-1}, engine::kMaxPrefillQuantum + 1}) {
+        expect_rejected(bad);
+    }
+}
+
+TEST(PrefillQuantum, GeneratorRejectsABadQuantumBeforeWork) {
+    FixtureEngine engine("tiny_c/hf_nested_fused");
+    engine::GenerationOptions options;
+    options.prefill_quantum = 0;
+    try {
+        engine::Generator generator(engine.model, options);
+        FAIL() << "accepted --prefill-quantum 0";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("--prefill-quantum"), std::string::npos) << e.what();
+    }
+}
+
+TEST(PrefillQuantum, ChunkRowsAreTheQuantumCutToTheBackendsLimit) {
+    FixtureEngine engine("tiny_c/hf_nested_fused");
+    EXPECT_EQ(engine.model.max_rows_per_call(), std::numeric_limits<int64_t>::max());
+    EXPECT_EQ(engine::prefill_chunk_rows(engine.model, 256), 256);
+    RowLimitedBackend limited(engine.model, 5);
+    EXPECT_EQ(engine::prefill_chunk_rows(limited, 256), 5);
+    EXPECT_EQ(engine::prefill_chunk_rows(limited, 3), 3);
+    EXPECT_THROW(engine::prefill_chunk_rows(limited, 0), Error);
+}
+
+TEST(PrefillQuantum, ChunkedCallsEqualOneCall) {
+    FixtureEngine engine("tiny_a/hf_flat_fused");
+    ReferenceFile reference("tiny_a/reference/logits.safetensors");
+    const std::vector<int32_t> tokens = reference.tokens("input_ids.len33");
+    engine::ForwardOptions all;
+    all.all_logits = true;
+    engine::SequenceState whole_state = engine.model.new_sequence(64);
+    const std::vector<float> whole = engine.model.forward(whole_state, tokens, all).logits;
+    const int64_t vocab = engine.model.vocab_size();
+    for (const int64_t quantum : {int64_t{1}, int64_t{7}, int64_t{256}}) {
+        engine::SequenceState state = engine.model.new_sequence(64);
+        int64_t calls = 0;
+        const engine::ForwardResult chunked =
+            engine::forward_in_chunks(engine.model, state, tokens, all, quantum, &calls);
+        EXPECT_EQ(calls, (33 + quantum - 1) / quantum) << quantum;
+        EXPECT_EQ(chunked.n_logit_rows, 33) << quantum;
+        EXPECT_EQ(state.position, 33) << quantum;
+        EXPECT_LE(max_abs_diff(chunked.logits, whole), 1e-4F) << quantum;
+
+        // Without all_logits: the last row's logits only.
+        engine::SequenceState last_state = engine.model.new_sequence(64);
+        const engine::ForwardResult last = engine::forward_in_chunks(
+            engine.model, last_state, tokens, engine::ForwardOptions{}, quantum);
+        EXPECT_EQ(last.n_logit_rows, 1) << quantum;
+        const std::vector<float> whole_last(whole.end() - vocab, whole.end());
+        EXPECT_LE(max_abs_diff(last.logits, whole_last), 1e-4F) << quantum;
+    }
+}
+
+TEST(PrefillQuantum, SnapshotsAcrossChunksAreRefused) {
+    FixtureEngine engine("tiny_c/hf_nested_fused");
+    engine::SequenceState state = engine.model.new_sequence(64);
+    engine::ForwardOptions snap;
+    snap.snapshot_rows = true;
+    const std::vector<int32_t> tokens = {1, 2, 3, 4};
+    EXPECT_THROW(engine::forward_in_chunks(engine.model, state, tokens, snap, 3), Error);
+}
+
+// Greedy text is the same whatever the quantum, with drafts off and on (MTP catch-up consumes
+// the residuals every prefill chunk appended).
+TEST(PrefillQuantum, GreedyTextIsTheSameForQuanta1And7And256) {
+    FixtureEngine engine("tiny_a/hf_flat_fused");
+    ReferenceFile reference("tiny_a/reference/logits.safetensors");
+    const std::vector<int32_t> prompt = reference.tokens("input_ids.len33");
+    const std::vector<int32_t> expected = reference.tokens("greedy.len33.ids");
+    for (const int drafts : {0, 2}) {
+        engine::GenerationOptions options;
+        options.max_tokens = 24;
+        options.stop_at_eos = false;
+        options.max_ctx = 128;
+        options.drafts = drafts;
+        std::vector<std::vector<int32_t>> outputs;
+        for (const int64_t quantum : {int64_t{1}, int64_t{7}, int64_t{256}}) {
+            options.prefill_quantum = quantum;
+            engine::GenerationStats stats;
+            outputs.push_back(generate_tokens(engine.model, prompt, options, &stats));
+            EXPECT_EQ(stats.prefill_chunk_tokens, quantum);
+            EXPECT_EQ(stats.prefill_chunks, (33 + quantum - 1) / quantum);
+        }
+        EXPECT_EQ(outputs[1], outputs[0]) << "drafts " << drafts;
+        EXPECT_EQ(outputs[2], outputs[0]) << "drafts " << drafts;
+        const size_t n = std::min(expected.size(), outputs[0].size());
+        EXPECT_EQ(std::vector<int32_t>(outputs[0].begin(), outputs[0].begin() + n),
+                  std::vector<int32_t>(expected.begin(), expected.begin() + n));
+    }
+}
+
+// A backend that holds fewer rows than the quantum gets smaller chunks, and the text is unchanged.
+TEST(PrefillQuantum, ChunksShrinkToTheBackendsLimit) {
+    FixtureEngine engine("tiny_a/hf_flat_fused");
+    ReferenceFile reference("tiny_a/reference/logits.safetensors");
+    const std::vector<int32_t> prompt = reference.tokens("input_ids.len33");
+    engine::GenerationOptions options;
+    options.max_tokens = 16;
+    options.stop_at_eos = false;
+    options.max_ctx = 128;
+    options.drafts = 2;
+    const std::vector<int32_t> expected = generate_tokens(engine.model, prompt, options);
+
+    RowLimitedBackend limited(engine.model, 5);
+    engine::GenerationStats stats;
+    EXPECT_EQ(generate_tokens(limited, prompt, options, &stats), expected);
+    EXPECT_EQ(stats.prefill_chunk_tokens, 5);
+    EXPECT_EQ(stats.prefill_chunks, 7);
+    EXPECT_EQ(limited.largest_call, 5);
+
+    // --check's wrapper reports the limit of the backend under test.
+    std::unique_ptr<engine::ModelBackend> checked =
+        engine::make_checked_backend(limited, engine.model);
+    EXPECT_EQ(checked->max_rows_per_call(), 5);
+}
+
+}  // namespace
+}  // namespace cherenkov::testing
