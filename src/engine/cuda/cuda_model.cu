@@ -17,6 +17,7 @@
 #include "engine/cuda/device_expert_pool.h"
 #include "engine/cuda/device_layers.cuh"
 #include "engine/cuda/device_weights.h"
+#include "engine/cuda/token_select.h"
 #include "engine/experts/expert_source.h"
 #include "engine/experts/pool_budget.h"
 #include "engine/model/ops.h"
@@ -241,9 +242,10 @@ public:
                           const ForwardOptions& options) override;
     void commit(SequenceState& state, int64_t n_rows) override;
     MtpResult mtp_catch_up(SequenceState& state, int32_t next_token, bool all_logits,
-                           ForwardTrace* trace) override;
+                           ForwardTrace* trace, const TokenSelection* select) override;
     MtpResult mtp_chain(SequenceState& state, std::span<const float> previous_residual,
-                        int32_t token, int64_t position, int64_t step) override;
+                        int32_t token, int64_t position, int64_t step,
+                        const TokenSelection* select) override;
     nlohmann::json backend_stats() const override;
     int64_t max_rows_per_call() const override { return prefill_rows_; }
 
@@ -252,19 +254,23 @@ private:
     void decoder_layer(const DeviceLayerWeights& w, const DeviceLayerWeights* next,
                        DeviceLayerState& state, const float* ple_embedding, float* x,
                        int64_t n_rows, int64_t first_position, DeviceContext& ctx);
-    // Logits of rows [first, n_rows) of x through a final mixer and lm_head, to the host.
-    std::vector<float> head(const DeviceHyperConnectionWeights& mixer, const DeviceLinear& lm_head,
-                            const float* x, int64_t n_rows, ForwardTrace* trace,
-                            const char* trace_name);
+    // Logits of the n_rows rows at x through a final mixer and lm_head. Without `select` they are
+    // copied to `logits`; with it the tokens are picked on the device (token_select.h) and only
+    // their ids copied to `tokens`, plus the logits when select->keep_logits.
+    void head(const DeviceHyperConnectionWeights& mixer, const DeviceLinear& lm_head,
+              const float* x, int64_t n_rows, ForwardTrace* trace, const char* trace_name,
+              const TokenSelection* select, std::vector<float>& logits,
+              std::vector<int32_t>& tokens);
     MtpResult mtp_rows(SequenceState& state, const float* residuals,
                        std::span<const int32_t> tokens, int64_t first_position, int64_t step,
-                       bool all_logits, ForwardTrace* trace);
+                       bool all_logits, ForwardTrace* trace, const TokenSelection* select);
     // The bodies of forward() and mtp_rows(), run with the call arena active.
     ForwardResult forward_in_arena(SequenceState& state, std::span<const int32_t> tokens,
                                    const ForwardOptions& options);
     MtpResult mtp_rows_in_arena(SequenceState& state, const float* residuals,
                                 std::span<const int32_t> tokens, int64_t first_position,
-                                int64_t step, bool all_logits, ForwardTrace* trace);
+                                int64_t step, bool all_logits, ForwardTrace* trace,
+                                const TokenSelection* select);
     void check_tokens(std::span<const int32_t> tokens) const;
     void download(float* host, const float* device, int64_t n) const;
 
@@ -589,9 +595,10 @@ void CudaModel::grow_arenas() {
     if (grown) clear_graphs();
 }
 
-std::vector<float> CudaModel::head(const DeviceHyperConnectionWeights& mixer,
-                                   const DeviceLinear& lm_head, const float* x, int64_t n_rows,
-                                   ForwardTrace* trace, const char* trace_name) {
+void CudaModel::head(const DeviceHyperConnectionWeights& mixer, const DeviceLinear& lm_head,
+                     const float* x, int64_t n_rows, ForwardTrace* trace, const char* trace_name,
+                     const TokenSelection* select, std::vector<float>& logits,
+                     std::vector<int32_t>& tokens) {
     const int64_t h = weights_.config.hidden_size;
     DeviceContext ctx = context(trace, "");
     --trace_step_;  // the head is part of the call that asked for it
@@ -599,11 +606,36 @@ std::vector<float> CudaModel::head(const DeviceHyperConnectionWeights& mixer,
     hyper_connection_mix(mixer, x, n_rows, ctx, mix.data(), nullptr);
     ctx.record(trace_name, mix.data(), n_rows * h);
     const int64_t vocab = weights_.config.vocab_size;
-    DeviceScratch<float> logits(static_cast<size_t>(n_rows * vocab), stream_);
-    linear_apply(lm_head, mix.data(), n_rows, logits.data(), stream_);
-    std::vector<float> out(static_cast<size_t>(n_rows * vocab));
-    download(out.data(), logits.data(), n_rows * vocab);
-    return out;
+    DeviceScratch<float> d_logits(static_cast<size_t>(n_rows * vocab), stream_);
+    linear_apply(lm_head, mix.data(), n_rows, d_logits.data(), stream_);
+    if (select == nullptr || select->keep_logits) {
+        logits.resize(static_cast<size_t>(n_rows * vocab));
+        download(logits.data(), d_logits.data(), n_rows * vocab);
+    }
+    if (select == nullptr) return;
+
+    // The choices go up (from pageable memory: the call returns once they are consumed), the ids
+    // come back; sampled rows need a [V] weight scratch each, greedy rows none.
+    const bool sampled = std::any_of(select->rows.begin(), select->rows.end(),
+                                     [](const TokenChoice& c) { return !c.greedy(); });
+    DeviceScratch<TokenChoice> d_choices(static_cast<size_t>(n_rows), stream_);
+    CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(d_choices.data(), select->rows.data(),
+                                         static_cast<size_t>(n_rows) * sizeof(TokenChoice),
+                                         cudaMemcpyHostToDevice, stream_));
+    DeviceScratch<uint64_t> weights(sampled ? static_cast<size_t>(n_rows * vocab) : 0, stream_);
+    DeviceScratch<int32_t> d_tokens(static_cast<size_t>(n_rows), stream_);
+    token_select(d_logits.data(), n_rows, vocab, d_choices.data(), weights.data(), d_tokens.data(),
+                 stream_);
+    tokens.resize(static_cast<size_t>(n_rows));
+    CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(tokens.data(), d_tokens.data(),
+                                         tokens.size() * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                                         stream_));
+    CHERENKOV_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    for (const int32_t token : tokens) {
+        if (token < 0 || token >= vocab) {
+            throw_internal("token_select returned token " + std::to_string(token));
+        }
+    }
 }
 
 ForwardResult CudaModel::forward(SequenceState& state, std::span<const int32_t> tokens,
@@ -624,6 +656,10 @@ ForwardResult CudaModel::forward_in_arena(SequenceState& state, std::span<const 
     const auto n_rows = static_cast<int64_t>(tokens.size());
     ForwardResult result;
     if (n_rows == 0) return result;
+    if (options.select != nullptr) {
+        check_selection_rows(*options.select, options.all_logits ? n_rows : 1,
+                             "ForwardOptions::select");
+    }
     DeviceSequence& dev = device_state(state);
     if (state.position + n_rows > dev.capacity()) {
         throw_invalid("the context holds " + std::to_string(dev.capacity()) +
@@ -702,8 +738,8 @@ ForwardResult CudaModel::forward_in_arena(SequenceState& state, std::span<const 
     }
     const int64_t first = options.all_logits ? 0 : n_rows - 1;
     result.n_logit_rows = n_rows - first;
-    result.logits = head(device_->final_mixer, device_->lm_head, x.data() + first * width,
-                         result.n_logit_rows, options.trace, "final_hidden");
+    head(device_->final_mixer, device_->lm_head, x.data() + first * width, result.n_logit_rows,
+         options.trace, "final_hidden", options.select, result.logits, result.tokens);
 
     state.position += n_rows;
     state.tokens.insert(state.tokens.end(), tokens.begin(), tokens.end());
@@ -741,39 +777,45 @@ void CudaModel::commit(SequenceState& state, int64_t n_rows) {
 }
 
 MtpResult CudaModel::mtp_catch_up(SequenceState& state, int32_t next_token, bool all_logits,
-                                  ForwardTrace* trace) {
+                                  ForwardTrace* trace, const TokenSelection* select) {
     if (!has_mtp()) throw_internal("mtp_catch_up on a model without MTP weights");
     const int64_t first = state.mtp_length;
     const std::vector<int32_t> tokens = mtp_catch_up_tokens(weights_.config, state, next_token);
     const int64_t ratio = weights_.config.indexer ? weights_.config.indexer->compress_ratio : 0;
     for (DeviceLayerState& layer : device_state(state).mtp_layers)
         layer.attention.truncate(first, ratio);
-    MtpResult result =
-        mtp_rows(state, state.pending_residuals.data(), tokens, first, 0, all_logits, trace);
+    MtpResult result = mtp_rows(state, state.pending_residuals.data(), tokens, first, 0, all_logits,
+                                trace, select);
     state.pending_residuals.clear();
     state.mtp_length = state.position;
     return result;
 }
 
 MtpResult CudaModel::mtp_chain(SequenceState& state, std::span<const float> previous_residual,
-                               int32_t token, int64_t position, int64_t step) {
+                               int32_t token, int64_t position, int64_t step,
+                               const TokenSelection* select) {
     const int32_t tokens[1] = {token};
     check_tokens(tokens);
     DeviceSequence& dev = device_state(state);
     DeviceLayerState& layer = dev.mtp_layers[static_cast<size_t>(step) % dev.mtp_layers.size()];
     layer.attention.truncate(position,
                              weights_.config.indexer ? weights_.config.indexer->compress_ratio : 0);
-    return mtp_rows(state, previous_residual.data(), tokens, position, step, false, nullptr);
+    return mtp_rows(state, previous_residual.data(), tokens, position, step, false, nullptr,
+                    select);
 }
 
 MtpResult CudaModel::mtp_rows(SequenceState& state, const float* residuals,
                               std::span<const int32_t> tokens, int64_t first_position, int64_t step,
-                              bool all_logits, ForwardTrace* trace) {
+                              bool all_logits, ForwardTrace* trace, const TokenSelection* select) {
+    if (select != nullptr) {
+        check_selection_rows(*select, all_logits ? static_cast<int64_t>(tokens.size()) : 1,
+                             "the MTP select");
+    }
     MtpResult result;
     {
         const ArenaScope arena(&call_arena_);
-        result =
-            mtp_rows_in_arena(state, residuals, tokens, first_position, step, all_logits, trace);
+        result = mtp_rows_in_arena(state, residuals, tokens, first_position, step, all_logits,
+                                   trace, select);
     }
     grow_arenas();
     return result;
@@ -781,7 +823,8 @@ MtpResult CudaModel::mtp_rows(SequenceState& state, const float* residuals,
 
 MtpResult CudaModel::mtp_rows_in_arena(SequenceState& state, const float* residuals,
                                        std::span<const int32_t> tokens, int64_t first_position,
-                                       int64_t step, bool all_logits, ForwardTrace* trace) {
+                                       int64_t step, bool all_logits, ForwardTrace* trace,
+                                       const TokenSelection* select) {
     const q4::Config& c = weights_.config;
     const DeviceMtpWeights& mtp = *device_->mtp;
     const int64_t h = c.hidden_size;
@@ -834,8 +877,8 @@ MtpResult CudaModel::mtp_rows_in_arena(SequenceState& state, const float* residu
     MtpResult result;
     const int64_t first = all_logits ? 0 : n_rows - 1;
     result.n_logit_rows = n_rows - first;
-    result.logits = head(mtp.mixer, mtp.lm_head, x.data() + first * width, result.n_logit_rows,
-                         trace, "mtp.mixer_out");
+    head(mtp.mixer, mtp.lm_head, x.data() + first * width, result.n_logit_rows, trace,
+         "mtp.mixer_out", select, result.logits, result.tokens);
     result.last_residual.resize(static_cast<size_t>(width));
     download(result.last_residual.data(), x.data() + (n_rows - 1) * width, width);
     return result;

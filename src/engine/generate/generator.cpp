@@ -13,10 +13,8 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-std::span<const float> row_of(const std::vector<float>& logits, int64_t row, int64_t vocab) {
-    return std::span<const float>(logits).subspan(static_cast<size_t>(row * vocab),
-                                                  static_cast<size_t>(vocab));
-}
+// A request for the greedy token of one row (MTP drafts).
+const TokenSelection kGreedyRow{{TokenChoice{}}, false};
 
 }  // namespace
 
@@ -54,6 +52,31 @@ Generator::Generator(ModelBackend& model, GenerationOptions options)
     validate_prefill_quantum(options_.prefill_quantum);
 }
 
+std::vector<int32_t> Generator::trunk_tokens(std::span<const int32_t> tokens,
+                                             ForwardOptions options, Sampler* sampler) {
+    const auto n_rows = static_cast<size_t>(options.all_logits ? tokens.size() : 1);
+    // Without penalties the backend picks the tokens where the logits are and only ids cross to
+    // the host. Penalties need this request's token counts, so with them the logits come back and
+    // the Sampler applies penalties first. Both routes use one selection definition
+    // (token_selector.h) and draw u from the same RNG in the same order.
+    const bool penalties = sampler != nullptr && sampler->options().has_penalties();
+    if (!penalties && !options_.host_selection) {
+        selection_.rows.assign(n_rows, TokenChoice{});
+        if (sampler != nullptr) selection_.rows.back() = sampler->next_choice();
+        options.select = &selection_;
+        return model_.forward(state_, tokens, options).tokens;
+    }
+    ForwardResult result = model_.forward(state_, tokens, options);
+    const auto vocab = static_cast<size_t>(model_.vocab_size());
+    std::vector<int32_t> picked(n_rows);
+    for (size_t row = 0; row + 1 < n_rows; ++row) {
+        picked[row] = argmax(std::span<const float>(result.logits).subspan(row * vocab, vocab));
+    }
+    const std::span<float> last = std::span<float>(result.logits).last(vocab);
+    picked.back() = sampler != nullptr ? sampler->sample(last) : argmax(last);
+    return picked;
+}
+
 GenerationStats Generator::generate(std::span<const int32_t> prompt,
                                     const std::function<bool(int32_t)>& on_token) {
     GenerationStats stats;
@@ -64,7 +87,6 @@ GenerationStats Generator::generate(std::span<const int32_t> prompt,
                       " tokens, more than --max-ctx " + std::to_string(options_.max_ctx) +
                       " allows (it needs room for at least one generated token)");
     }
-    const int64_t vocab = model_.vocab_size();
     const bool speculate =
         options_.drafts > 0 && model_.has_mtp() && options_.sampling.allows_speculation();
     stats.speculation = speculate;
@@ -77,12 +99,17 @@ GenerationStats Generator::generate(std::span<const int32_t> prompt,
     // fewer); the last chunk's last row gives the first token.
     const auto prefill_start = std::chrono::steady_clock::now();
     stats.prefill_chunk_tokens = prefill_chunk_rows(model_, options_.prefill_quantum);
-    ForwardOptions prefill;
-    prefill.keep_residuals = speculate;
-    ForwardResult result = forward_in_chunks(model_, state_, prompt, prefill,
-                                             stats.prefill_chunk_tokens, &stats.prefill_chunks);
-    std::vector<float> logits = result.logits;
-    int32_t next = sampler.sample(logits);
+    int32_t next = 0;
+    const auto chunk = static_cast<size_t>(stats.prefill_chunk_tokens);
+    for (size_t at = 0; at < prompt.size(); at += chunk) {
+        const size_t n = std::min(prompt.size() - at, chunk);
+        ForwardOptions fo;
+        fo.keep_residuals = speculate;
+        // Earlier chunks' tokens are unused: a greedy pick there keeps their logits on the device.
+        const bool last = at + n == prompt.size();
+        next = trunk_tokens(prompt.subspan(at, n), fo, last ? &sampler : nullptr).back();
+        ++stats.prefill_chunks;
+    }
     stats.prefill_seconds = seconds_since(prefill_start);
 
     const auto decode_start = std::chrono::steady_clock::now();
@@ -125,35 +152,40 @@ GenerationStats Generator::generate(std::span<const int32_t> prompt,
             std::min<int64_t>(n_drafts, options_.max_tokens - stats.generated_tokens));
         std::vector<int32_t> rows = {next};
         if (n_drafts > 0) {
-            MtpResult draft = model_.mtp_catch_up(state_, next, false);
+            // Drafts are greedy tokens of the MTP head, picked by the backend like the trunk's.
+            const TokenSelection* greedy = options_.host_selection ? nullptr : &kGreedyRow;
+            const auto draft_token = [&](const MtpResult& r) {
+                return greedy != nullptr ? r.tokens[0] : argmax(r.logits);
+            };
+            MtpResult draft = model_.mtp_catch_up(state_, next, false, nullptr, greedy);
             const auto proposed = [&](int j, int32_t token) {
                 return options_.draft_override
                            ? options_.draft_override(stats.generated_tokens + j, j, token)
                            : token;
             };
-            rows.push_back(proposed(0, argmax(draft.logits)));
+            rows.push_back(proposed(0, draft_token(draft)));
             if (n_drafts > 1) {
-                MtpResult second =
-                    model_.mtp_chain(state_, draft.last_residual, rows.back(), state_.position, 1);
-                rows.push_back(proposed(1, argmax(second.logits)));
+                MtpResult second = model_.mtp_chain(state_, draft.last_residual, rows.back(),
+                                                    state_.position, 1, greedy);
+                rows.push_back(proposed(1, draft_token(second)));
             }
         }
         ForwardOptions fo;
         fo.all_logits = true;
         fo.keep_residuals = speculate;
         fo.snapshot_rows = n_drafts > 0;
-        result = model_.forward(state_, rows, fo);
+        // The trunk's token after each row: greedy for the verified rows (speculation is greedy).
+        const std::vector<int32_t> picked = trunk_tokens(rows, fo, &sampler);
         ++stats.decode_steps;
         if (n_drafts == 0) {
-            logits = std::move(result.logits);
-            next = sampler.sample(logits);
+            next = picked[0];
             running = emit(next);
             continue;
         }
         // Greedy acceptance: the longest run of drafts equal to the trunk's argmax.
         int accepted = 0;
-        while (accepted < n_drafts && rows[static_cast<size_t>(accepted) + 1] ==
-                                          argmax(row_of(result.logits, accepted, vocab))) {
+        while (accepted < n_drafts &&
+               rows[static_cast<size_t>(accepted) + 1] == picked[static_cast<size_t>(accepted)]) {
             ++accepted;
         }
         for (int j = 0; j < n_drafts; ++j) {
@@ -164,7 +196,7 @@ GenerationStats Generator::generate(std::span<const int32_t> prompt,
         model_.commit(state_, accepted + 1);
         for (int j = 1; j <= accepted && running; ++j) running = emit(rows[static_cast<size_t>(j)]);
         if (!running) break;
-        next = argmax(row_of(result.logits, accepted, vocab));
+        next = picked[static_cast<size_t>(accepted)];
         running = emit(next);
     }
     stats.decode_seconds = seconds_since(decode_start);

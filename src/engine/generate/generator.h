@@ -2,7 +2,8 @@
 // chunked prefill, then decode one token per step, or with MTP speculation: the head drafts up to
 // two tokens, the trunk verifies the pending token and the drafts in one call, the longest
 // agreeing prefix is accepted and the rest rolled back. Greedy output is the same for every
-// draft count. Sampling or penalties turn speculation off.
+// draft count. Sampling or penalties turn speculation off. Tokens are picked by the backend
+// (TokenSelection: on the device for CUDA) unless penalties need the logits on the host.
 #pragma once
 
 #include <array>
@@ -31,6 +32,9 @@ struct GenerationOptions {
     // Tests only: replaces draft j (0-based) proposed for output index `index` (the position in
     // the generated text the draft claims). Lets tests force acceptances and rejections.
     std::function<int32_t(int64_t index, int j, int32_t proposed)> draft_override;
+    // Tests only: bring every call's logits to the host and pick tokens there, as penalties do,
+    // instead of asking the backend for token ids (the two must agree).
+    bool host_selection = false;
 };
 
 struct GenerationStats {
@@ -76,9 +80,16 @@ public:
     const SequenceState& state() const { return state_; }
 
 private:
+    // Runs the trunk on `tokens` and picks a token from every logit row (all rows with
+    // options.all_logits, else the last): greedy, except the last row, which `sampler` picks when
+    // given (greedy too whenever drafts are verified).
+    std::vector<int32_t> trunk_tokens(std::span<const int32_t> tokens, ForwardOptions options,
+                                      Sampler* sampler);
+
     ModelBackend& model_;
     GenerationOptions options_;
     SequenceState state_;
+    TokenSelection selection_;  // the request of trunk_tokens, reused
 };
 
 }  // namespace cherenkov::engine

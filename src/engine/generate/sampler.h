@@ -2,14 +2,16 @@
 // llama.cpp and vLLM: penalties (repetition, then presence and frequency; counting prompt and
 // output tokens), temperature, top-k, top-p, then a draw from the seeded RNG. Temperature 0
 // (the default) is greedy: argmax, lowest index on ties, and the only mode in which MTP drafts
-// can be verified.
+// can be verified. Everything after the penalties is the shared TokenSelector definition, so a
+// backend that picks tokens itself (TokenSelection) returns the same token for the same u.
 #pragma once
 
 #include <cstdint>
 #include <random>
 #include <span>
 #include <unordered_map>
-#include <vector>
+
+#include "engine/model/token_selector.h"
 
 namespace cherenkov::engine {
 
@@ -34,9 +36,6 @@ struct SamplingOptions {
 // top_k < 0, top_p outside (0, 1], repetition_penalty ≤ 0, non-finite values).
 void validate_sampling_options(const SamplingOptions& options);
 
-// Lowest index of the largest value.
-int32_t argmax(std::span<const float> logits);
-
 // One request's sampler: owns the RNG and the counts of seen tokens.
 class Sampler {
 public:
@@ -46,31 +45,24 @@ public:
     void observe(std::span<const int32_t> tokens);
     void observe(int32_t token);
 
-    // Picks the next token. `logits` is modified in place (penalties, temperature) and
-    // used as scratch.
+    // Picks the next token: penalties applied to `logits` in place, then the TokenSelector with
+    // next_choice().
     int32_t sample(std::span<float> logits);
+
+    // The choice for the next token, for a backend that selects it (valid without penalties:
+    // those need the host logits). Draws u from the RNG unless greedy, exactly as sample() does,
+    // so both routes consume the same random sequence.
+    TokenChoice next_choice();
 
     const SamplingOptions& options() const { return options_; }
 
 private:
-    struct Candidate {
-        float logit;
-        int32_t token;
-        float weight;  // exp(logit - best logit)
-    };
-    // Higher logit first, then lower token id: a total order, so ties never depend on the
-    // sort algorithm.
-    static bool candidate_before(const Candidate& a, const Candidate& b);
-
     void apply_penalties(std::span<float> logits) const;
-    // Extends the sorted prefix of candidates_[0, n_kept) from n_sorted to n_needed entries;
-    // returns the new length of the sorted prefix.
-    size_t sort_candidates(size_t n_sorted, size_t n_needed, size_t n_kept);
 
     SamplingOptions options_;
     std::mt19937_64 rng_;
     std::unordered_map<int32_t, int32_t> counts_;
-    std::vector<Candidate> candidates_;  // scratch of sample(), kept to avoid reallocating
+    TokenSelector selector_;
 };
 
 }  // namespace cherenkov::engine

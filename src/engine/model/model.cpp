@@ -43,6 +43,10 @@ ForwardResult Model::forward(SequenceState& state, std::span<const int32_t> toke
     const auto n_rows = static_cast<int64_t>(tokens.size());
     ForwardResult result;
     if (n_rows == 0) return result;
+    if (options.select != nullptr) {
+        check_selection_rows(*options.select, options.all_logits ? n_rows : 1,
+                             "ForwardOptions::select");
+    }
     const int64_t h = c.hidden_size;
     const int64_t width = c.hc_width();
 
@@ -108,11 +112,19 @@ ForwardResult Model::forward(SequenceState& state, std::span<const int32_t> toke
     result.logits.resize(static_cast<size_t>(result.n_logit_rows * c.vocab_size));
     head(weights_.final_mixer, weights_.lm_head, x.data() + first * width, result.n_logit_rows,
          result.logits.data(), options.trace, "final_hidden");
+    select_tokens(options.select, result.n_logit_rows, result.logits, result.tokens);
 
     state.position += n_rows;
     state.tokens.insert(state.tokens.end(), tokens.begin(), tokens.end());
     state.ngram_context = next_context;
     return result;
+}
+
+void Model::select_tokens(const TokenSelection* select, int64_t n_rows, std::vector<float>& logits,
+                          std::vector<int32_t>& tokens) {
+    if (select == nullptr) return;
+    tokens = selector_.select_rows(logits, n_rows, weights_.config.vocab_size, *select);
+    if (!select->keep_logits) logits.clear();
 }
 
 void Model::commit(SequenceState& state, int64_t n_rows) {
@@ -136,7 +148,7 @@ void Model::commit(SequenceState& state, int64_t n_rows) {
 }
 
 MtpResult Model::mtp_catch_up(SequenceState& state, int32_t next_token, bool all_logits,
-                              ForwardTrace* trace) {
+                              ForwardTrace* trace, const TokenSelection* select) {
     if (!has_mtp()) throw_internal("mtp_catch_up on a model without MTP weights");
     const int64_t first = state.mtp_length;
     const std::vector<int32_t> tokens = mtp_catch_up_tokens(weights_.config, state, next_token);
@@ -144,33 +156,36 @@ MtpResult Model::mtp_catch_up(SequenceState& state, int32_t next_token, bool all
         layer.attention.truncate(
             first, weights_.config.indexer ? weights_.config.indexer->compress_ratio : 0);
     }
-    MtpResult result =
-        mtp_rows(state, state.pending_residuals.data(), tokens, first, 0, all_logits, trace);
+    MtpResult result = mtp_rows(state, state.pending_residuals.data(), tokens, first, 0, all_logits,
+                                trace, select);
     state.pending_residuals.clear();
     state.mtp_length = state.position;
     return result;
 }
 
 MtpResult Model::mtp_chain(SequenceState& state, std::span<const float> previous_residual,
-                           int32_t token, int64_t position, int64_t step) {
+                           int32_t token, int64_t position, int64_t step,
+                           const TokenSelection* select) {
     const int32_t tokens[1] = {token};
     check_tokens(tokens);
     const auto& mtp = *weights_.mtp;
     LayerState& layer = state.mtp_layers[static_cast<size_t>(step) % mtp.layers.size()];
     layer.attention.truncate(position,
                              weights_.config.indexer ? weights_.config.indexer->compress_ratio : 0);
-    return mtp_rows(state, previous_residual.data(), tokens, position, step, false, nullptr);
+    return mtp_rows(state, previous_residual.data(), tokens, position, step, false, nullptr,
+                    select);
 }
 
 MtpResult Model::mtp_rows(SequenceState& state, const float* residuals,
                           std::span<const int32_t> tokens, int64_t first_position, int64_t step,
-                          bool all_logits, ForwardTrace* trace) {
+                          bool all_logits, ForwardTrace* trace, const TokenSelection* select) {
     const q4::Config& c = weights_.config;
     const MtpWeights& mtp = *weights_.mtp;
     const int64_t h = c.hidden_size;
     const int64_t width = c.hc_width();
     const auto n_rows = static_cast<int64_t>(tokens.size());
     const size_t layer_index = static_cast<size_t>(step) % mtp.layers.size();
+    if (select != nullptr) check_selection_rows(*select, all_logits ? n_rows : 1, "the MTP select");
     LayerContext ctx{&c,     &pool_,  &experts_, &rope_,         trace,
                      "mtp.", nullptr, 0,         routing_trace_, trace_step_++};
 
@@ -216,6 +231,7 @@ MtpResult Model::mtp_rows(SequenceState& state, const float* residuals,
     result.logits.resize(static_cast<size_t>(result.n_logit_rows * c.vocab_size));
     head(mtp.mixer, mtp.lm_head, x.data() + first * width, result.n_logit_rows,
          result.logits.data(), trace, "mtp.mixer_out");
+    select_tokens(select, result.n_logit_rows, result.logits, result.tokens);
     result.last_residual.assign(x.end() - width, x.end());
     return result;
 }

@@ -14,6 +14,7 @@
 #include "engine/model/model_weights.h"
 #include "engine/model/ops.h"
 #include "engine/model/sequence_state.h"
+#include "engine/model/token_selector.h"
 
 namespace cherenkov::engine {
 
@@ -47,16 +48,22 @@ public:
     // MTP catch-up (§6.5 step 1): rows p = mtp_length .. position-1 with h = R_p and the token
     // at p+1 (`next_token` for the last row); consumes pending_residuals, sets mtp_length.
     MtpResult mtp_catch_up(SequenceState& state, int32_t next_token, bool all_logits,
-                           ForwardTrace* trace = nullptr) override;
+                           ForwardTrace* trace = nullptr,
+                           const TokenSelection* select = nullptr) override;
     // A chained draft (§6.5 step 2): one row at `position` with h = R' of the previous MTP row
     // and its draft token; `step` selects the MTP layer (step mod n_layers).
     MtpResult mtp_chain(SequenceState& state, std::span<const float> previous_residual,
-                        int32_t token, int64_t position, int64_t step) override;
+                        int32_t token, int64_t position, int64_t step,
+                        const TokenSelection* select = nullptr) override;
 
 private:
     MtpResult mtp_rows(SequenceState& state, const float* residuals,
                        std::span<const int32_t> tokens, int64_t first_position, int64_t step,
-                       bool all_logits, ForwardTrace* trace);
+                       bool all_logits, ForwardTrace* trace, const TokenSelection* select);
+    // The selection (when asked) over host logits [n_rows, V] with the shared definition: fills
+    // tokens and drops the logits unless select->keep_logits.
+    void select_tokens(const TokenSelection* select, int64_t n_rows, std::vector<float>& logits,
+                       std::vector<int32_t>& tokens);
     void head(const HyperConnectionWeights& mixer, const Linear& lm_head, const float* x,
               int64_t n_rows, float* logits, ForwardTrace* trace, const char* trace_name);
     void check_tokens(std::span<const int32_t> tokens) const;
@@ -67,6 +74,7 @@ private:
     Rope rope_;
     std::ostream* routing_trace_ = nullptr;
     int64_t trace_step_ = 0;
+    TokenSelector selector_;  // scratch of select_tokens
 };
 
 }  // namespace cherenkov::engine

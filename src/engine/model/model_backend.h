@@ -16,6 +16,7 @@
 
 #include "engine/model/forward_trace.h"
 #include "engine/model/sequence_state.h"
+#include "engine/model/token_selector.h"
 #include "model_data/qwen4_exp/config.h"
 
 namespace cherenkov::engine {
@@ -25,18 +26,23 @@ struct ForwardOptions {
     bool keep_residuals = false;  // append the last layer's residuals to pending_residuals (MTP)
     bool snapshot_rows = false;   // per-row GDN/PLE snapshots, for commit() after verification
     ForwardTrace* trace = nullptr;
+    // Token ids instead of logits (null: logits only): one TokenChoice per logit row, picked where
+    // the logits are (on the device for CUDA), so only the ids cross to the host.
+    const TokenSelection* select = nullptr;
 };
 
 struct ForwardResult {
     int64_t n_logit_rows = 0;
-    std::vector<float> logits;  // [n_logit_rows, V]
+    std::vector<float> logits;    // [n_logit_rows, V]; empty with a select without keep_logits
+    std::vector<int32_t> tokens;  // [n_logit_rows] with a select, else empty
 };
 
 // One MTP call's output: logits of the requested rows and the pre-mixer residual R' of the
 // last row (the input of a chained draft).
 struct MtpResult {
     int64_t n_logit_rows = 0;
-    std::vector<float> logits;         // [n_logit_rows, V]
+    std::vector<float> logits;         // [n_logit_rows, V]; as ForwardResult::logits
+    std::vector<int32_t> tokens;       // [n_logit_rows] with a select, else empty
     std::vector<float> last_residual;  // [C·H]
 };
 
@@ -66,12 +72,15 @@ public:
 
     // MTP catch-up (§6.5 step 1): rows p = mtp_length .. position-1 with h = R_p and the token
     // at p+1 (`next_token` for the last row); consumes pending_residuals, sets mtp_length.
+    // `select` as ForwardOptions::select, over the rows all_logits asks for.
     virtual MtpResult mtp_catch_up(SequenceState& state, int32_t next_token, bool all_logits,
-                                   ForwardTrace* trace = nullptr) = 0;
+                                   ForwardTrace* trace = nullptr,
+                                   const TokenSelection* select = nullptr) = 0;
     // A chained draft (§6.5 step 2): one row at `position` with h = R' of the previous MTP row
-    // and its draft token; `step` selects the MTP layer (step mod n_layers).
+    // and its draft token; `step` selects the MTP layer (step mod n_layers). `select`: one row.
     virtual MtpResult mtp_chain(SequenceState& state, std::span<const float> previous_residual,
-                                int32_t token, int64_t position, int64_t step) = 0;
+                                int32_t token, int64_t position, int64_t step,
+                                const TokenSelection* select = nullptr) = 0;
 
     // The most rows one prefill call should be given: prompts are cut into chunks of at most
     // this (seed "Memory and scheduling": actual chunks may be smaller to fit available memory).

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -52,6 +53,21 @@ Divergence compare(const std::vector<float>& a, const std::vector<float>& b, int
             ++d.argmax_equal;
     }
     return d;
+}
+
+// The selection a call asks for, with the logits kept so both sides' logits can be compared
+// (--check is a slow diagnostic: the logits cross to the host on every call).
+std::optional<TokenSelection> with_logits(const TokenSelection* select) {
+    if (select == nullptr) return std::nullopt;
+    TokenSelection copy = *select;
+    copy.keep_logits = true;
+    return copy;
+}
+
+// Drops the logits the caller did not ask for, after they were compared.
+template <typename Result>
+void drop_unasked_logits(Result& result, const TokenSelection* select) {
+    if (select != nullptr && !select->keep_logits) result.logits.clear();
 }
 
 CheckedState& checked(SequenceState& state) {
@@ -166,14 +182,19 @@ public:
                           const ForwardOptions& options) override {
         // A checkpoint of both sides, to replay the call with traces if it diverges.
         SequenceState before = state;
+        const std::optional<TokenSelection> select = with_logits(options.select);
+        ForwardOptions checked_options = options;
+        checked_options.select = select ? &*select : nullptr;
         ForwardResult result = on_primary(
-            state, [&](SequenceState& s) { return primary_.forward(s, tokens, options); });
-        ForwardOptions quiet = options;
+            state, [&](SequenceState& s) { return primary_.forward(s, tokens, checked_options); });
+        ForwardOptions quiet = checked_options;
         quiet.trace = nullptr;
         const ForwardResult reference = reference_.forward(shadow(state), tokens, quiet);
         const Divergence d = compare(result.logits, reference.logits, vocab_size());
         report("forward", d);
+        report_tokens("forward", result.tokens, reference.tokens);
         if (d.max_abs > kLogitTolerance) locate(before, tokens, quiet);
+        drop_unasked_logits(result, options.select);
         return result;
     }
 
@@ -186,23 +207,33 @@ public:
     }
 
     MtpResult mtp_catch_up(SequenceState& state, int32_t next_token, bool all_logits,
-                           ForwardTrace* trace) override {
+                           ForwardTrace* trace, const TokenSelection* select) override {
+        const std::optional<TokenSelection> checked_select = with_logits(select);
+        const TokenSelection* both = checked_select ? &*checked_select : nullptr;
         MtpResult result = on_primary(state, [&](SequenceState& s) {
-            return primary_.mtp_catch_up(s, next_token, all_logits, trace);
+            return primary_.mtp_catch_up(s, next_token, all_logits, trace, both);
         });
-        const MtpResult reference = reference_.mtp_catch_up(shadow(state), next_token, all_logits);
+        const MtpResult reference =
+            reference_.mtp_catch_up(shadow(state), next_token, all_logits, nullptr, both);
         report("mtp", compare(result.logits, reference.logits, vocab_size()));
+        report_tokens("mtp", result.tokens, reference.tokens);
+        drop_unasked_logits(result, select);
         return result;
     }
 
     MtpResult mtp_chain(SequenceState& state, std::span<const float> previous_residual,
-                        int32_t token, int64_t position, int64_t step) override {
+                        int32_t token, int64_t position, int64_t step,
+                        const TokenSelection* select) override {
+        const std::optional<TokenSelection> checked_select = with_logits(select);
+        const TokenSelection* both = checked_select ? &*checked_select : nullptr;
         MtpResult result = on_primary(state, [&](SequenceState& s) {
-            return primary_.mtp_chain(s, previous_residual, token, position, step);
+            return primary_.mtp_chain(s, previous_residual, token, position, step, both);
         });
         const MtpResult reference =
-            reference_.mtp_chain(shadow(state), previous_residual, token, position, step);
+            reference_.mtp_chain(shadow(state), previous_residual, token, position, step, both);
         report("mtp-chain", compare(result.logits, reference.logits, vocab_size()));
+        report_tokens("mtp-chain", result.tokens, reference.tokens);
+        drop_unasked_logits(result, select);
         return result;
     }
 
@@ -215,7 +246,9 @@ public:
         stats["check"] = {{"calls", calls_},
                           {"rows", rows_},
                           {"argmax_equal", argmax_equal_},
-                          {"max_abs_logit_diff", worst_}};
+                          {"max_abs_logit_diff", worst_},
+                          {"selected_tokens", selected_},
+                          {"selected_equal", selected_equal_}};
         return stats;
     }
 
@@ -245,8 +278,29 @@ private:
                      static_cast<long long>(d.argmax_equal), static_cast<long long>(d.rows));
     }
 
+    // Token ids both sides picked for the same choices: a difference is reported (the primary's
+    // are used), with the near-tie of logits that usually explains it left to the logit line.
+    void report_tokens(const char* what, const std::vector<int32_t>& primary,
+                       const std::vector<int32_t>& reference) {
+        if (primary.size() != reference.size()) {
+            throw_internal("--check: the backends returned different token counts");
+        }
+        selected_ += static_cast<int64_t>(primary.size());
+        for (size_t row = 0; row < primary.size(); ++row) {
+            if (primary[row] == reference[row]) {
+                ++selected_equal_;
+                continue;
+            }
+            std::fprintf(stderr,
+                         "check: %s row %zu: the backend picked token %d, the reference %d\n", what,
+                         row, primary[row], reference[row]);
+        }
+    }
+
     ModelBackend& primary_;
     ModelBackend& reference_;
+    int64_t selected_ = 0;
+    int64_t selected_equal_ = 0;
     int64_t calls_ = 0;
     int64_t rows_ = 0;
     int64_t argmax_equal_ = 0;

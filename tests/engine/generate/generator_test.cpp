@@ -135,6 +135,139 @@ TEST(Generator, SeededSamplingIsReproducible) {
     EXPECT_NE(generate(engine, prompt, options), a);
 }
 
+// Delegates to a backend and counts the logits and token ids that cross back to the generator.
+class CountingBackend final : public engine::ModelBackend {
+public:
+    explicit CountingBackend(engine::ModelBackend& inner) : inner_(inner) {}
+
+    const char* name() const override { return inner_.name(); }
+    const model_data::qwen4_exp::Config& config() const override { return inner_.config(); }
+    bool has_mtp() const override { return inner_.has_mtp(); }
+    engine::SequenceState new_sequence(int64_t max_ctx) const override {
+        return inner_.new_sequence(max_ctx);
+    }
+    void set_routing_trace(std::ostream* out) override { inner_.set_routing_trace(out); }
+    engine::ForwardResult forward(engine::SequenceState& state, std::span<const int32_t> tokens,
+                                  const engine::ForwardOptions& options) override {
+        return count(inner_.forward(state, tokens, options));
+    }
+    void commit(engine::SequenceState& state, int64_t n_rows) override {
+        inner_.commit(state, n_rows);
+    }
+    engine::MtpResult mtp_catch_up(engine::SequenceState& state, int32_t next_token,
+                                   bool all_logits, engine::ForwardTrace* trace,
+                                   const engine::TokenSelection* select) override {
+        return count(inner_.mtp_catch_up(state, next_token, all_logits, trace, select));
+    }
+    engine::MtpResult mtp_chain(engine::SequenceState& state,
+                                std::span<const float> previous_residual, int32_t token,
+                                int64_t position, int64_t step,
+                                const engine::TokenSelection* select) override {
+        return count(inner_.mtp_chain(state, previous_residual, token, position, step, select));
+    }
+
+    int64_t logit_floats = 0;
+    int64_t token_ids = 0;
+
+private:
+    template <typename Result>
+    Result count(Result result) {
+        logit_floats += static_cast<int64_t>(result.logits.size());
+        token_ids += static_cast<int64_t>(result.tokens.size());
+        return result;
+    }
+
+    engine::ModelBackend& inner_;
+};
+
+// Greedy decoding with the backend picking tokens returns no logits at all (prefill, decode,
+// verification and drafts), and emits exactly what picking from host logits emits, for every
+// draft count; so do sampled runs with top-k and top-p at a fixed seed.
+TEST(Generator, BackendSelectionEqualsTheHostLogitsPath) {
+    FixtureEngine engine("tiny_a/hf_flat_fused");
+    ReferenceFile reference("tiny_a/reference/logits.safetensors");
+    const auto prompt = reference.tokens("input_ids.chat");
+    engine::GenerationOptions options;
+    options.max_tokens = 40;
+    options.stop_at_eos = false;
+    options.prefill_chunk = 8;  // several prefill chunks
+    for (int drafts = 0; drafts <= 2; ++drafts) {
+        options.drafts = drafts;
+        CountingBackend selecting(engine.model);
+        options.host_selection = false;
+        engine::GenerationStats on_backend;
+        const auto a = generate_tokens(selecting, prompt, options, &on_backend);
+        EXPECT_EQ(selecting.logit_floats, 0) << "drafts " << drafts;
+        EXPECT_GT(selecting.token_ids, 40);
+        CountingBackend host(engine.model);
+        options.host_selection = true;
+        engine::GenerationStats on_host;
+        const auto b = generate_tokens(host, prompt, options, &on_host);
+        EXPECT_GT(host.logit_floats, 0);
+        EXPECT_EQ(host.token_ids, 0);
+        EXPECT_EQ(a, b) << "drafts " << drafts;
+        EXPECT_EQ(on_backend.drafts_accepted, on_host.drafts_accepted) << "drafts " << drafts;
+        EXPECT_EQ(on_backend.decode_steps, on_host.decode_steps) << "drafts " << drafts;
+    }
+
+    options.drafts = 2;  // sampling turns speculation off
+    options.sampling.temperature = 0.8F;
+    options.sampling.top_k = 40;
+    options.sampling.top_p = 0.9F;
+    options.sampling.seed = 5;
+    options.host_selection = false;
+    const auto sampled = generate_tokens(engine.model, prompt, options);
+    options.host_selection = true;
+    EXPECT_EQ(generate_tokens(engine.model, prompt, options), sampled);
+
+    // Penalties keep the logits path (they need the host's token counts).
+    options.host_selection = false;
+    options.sampling.presence_penalty = 0.5F;
+    CountingBackend penalised(engine.model);
+    generate_tokens(penalised, prompt, options);
+    EXPECT_GT(penalised.logit_floats, 0);
+}
+
+// The CPU model answers a selection with ids from the shared definition, keeps the logits only
+// when asked, and rejects a wrong number of choices before touching the state.
+TEST(Generator, CpuModelAnswersATokenSelection) {
+    FixtureEngine engine("tiny_a/hf_flat_fused");
+    ReferenceFile reference("tiny_a/reference/logits.safetensors");
+    const auto tokens = reference.tokens("input_ids.len8");
+    const int64_t vocab = engine.model.vocab_size();
+    engine::SequenceState plain_state = engine.model.new_sequence(64);
+    engine::ForwardOptions all;
+    all.all_logits = true;
+    const std::vector<float> logits = engine.model.forward(plain_state, tokens, all).logits;
+
+    engine::TokenSelection selection;
+    selection.rows.assign(tokens.size(), engine::TokenChoice{});
+    selection.rows[3] = engine::TokenChoice{1.0F, 20, 0.9F, 0.37};
+    selection.keep_logits = true;
+    all.select = &selection;
+    engine::SequenceState state = engine.model.new_sequence(64);
+    const engine::ForwardResult kept = engine.model.forward(state, tokens, all);
+    EXPECT_EQ(kept.logits, logits);
+    ASSERT_EQ(kept.tokens.size(), tokens.size());
+    engine::TokenSelector selector;
+    for (size_t row = 0; row < tokens.size(); ++row) {
+        const auto row_logits = std::span<const float>(logits).subspan(
+            row * static_cast<size_t>(vocab), static_cast<size_t>(vocab));
+        EXPECT_EQ(kept.tokens[row], selector.select(row_logits, selection.rows[row])) << row;
+    }
+
+    selection.keep_logits = false;
+    engine::SequenceState fresh = engine.model.new_sequence(64);
+    const engine::ForwardResult ids = engine.model.forward(fresh, tokens, all);
+    EXPECT_TRUE(ids.logits.empty());
+    EXPECT_EQ(ids.tokens, kept.tokens);
+
+    selection.rows.pop_back();
+    engine::SequenceState untouched = engine.model.new_sequence(64);
+    EXPECT_THROW(engine.model.forward(untouched, tokens, all), cherenkov::Error);
+    EXPECT_EQ(untouched.position, 0);
+}
+
 TEST(Generator, RejectsPromptsThatDoNotFitBeforeWork) {
     FixtureEngine engine("tiny_c/hf_nested_fused");
     engine::GenerationOptions options;

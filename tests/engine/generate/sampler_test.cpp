@@ -100,13 +100,49 @@ TEST(Sampler, RepetitionPenaltyAppliesBeforePresenceAndFrequency) {
     EXPECT_EQ(logits[1], 0.0F);
 }
 
-TEST(Sampler, TemperatureDividesTheLogits) {
+// Probabilities 1/4 and 3/4 at temperature 1 (token 1 ranks first), 1/10 and 9/10 at 0.5: the same
+// u = 0.85 falls past token 1's share at temperature 1 and inside it at 0.5. The logits are left
+// as given (only penalties change them).
+TEST(Sampler, TemperatureScalesTheLogitsBeforeTheDraw) {
+    const std::vector<float> logits = {0.0F, static_cast<float>(std::log(3.0))};
+    TokenSelector selector;
+    TokenChoice choice{1.0F, 0, 1.0F, 0.85};
+    EXPECT_EQ(selector.select(logits, choice), 0);
+    choice.temperature = 0.5F;
+    EXPECT_EQ(selector.select(logits, choice), 1);
+
     SamplingOptions options;
     options.temperature = 0.5F;
     Sampler sampler(options);
-    std::vector<float> logits = {1.0F, -3.0F};
-    sampler.sample(logits);
-    EXPECT_EQ(logits, (std::vector<float>{2.0F, -6.0F}));
+    std::vector<float> scratch = {1.0F, -3.0F};
+    sampler.sample(scratch);
+    EXPECT_EQ(scratch, (std::vector<float>{1.0F, -3.0F}));
+}
+
+// next_choice() draws u exactly as sample() does, so a backend that selects with it continues
+// the same random sequence.
+TEST(Sampler, NextChoiceConsumesTheRngLikeSample) {
+    SamplingOptions options;
+    options.temperature = 0.9F;
+    options.top_k = 3;
+    options.top_p = 0.8F;
+    options.seed = 99;
+    const std::vector<float> logits = log_probs({0.1, 0.2, 0.3, 0.25, 0.15});
+    Sampler by_logits(options);
+    Sampler by_choice(options);
+    TokenSelector selector;
+    for (int step = 0; step < 32; ++step) {
+        std::vector<float> scratch = logits;
+        const TokenChoice choice = by_choice.next_choice();
+        EXPECT_EQ(choice.temperature, 0.9F);
+        EXPECT_EQ(choice.top_k, 3);
+        EXPECT_EQ(choice.top_p, 0.8F);
+        EXPECT_GE(choice.u, 0.0);
+        EXPECT_LT(choice.u, 1.0);
+        EXPECT_EQ(by_logits.sample(scratch), selector.select(logits, choice)) << step;
+    }
+    SamplingOptions greedy;
+    EXPECT_TRUE(Sampler(greedy).next_choice().greedy());
 }
 
 TEST(Sampler, TopKKeepsExactlyTheKBest) {

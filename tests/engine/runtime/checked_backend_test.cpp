@@ -52,5 +52,41 @@ TEST(CheckedBackend, NamesTheFirstStageThatDiverges) {
         << err;
 }
 
+// A token selection passes through: both sides pick (and their logits are still compared), the
+// caller gets the primary's ids and no logits unless it asked for them.
+TEST(CheckedBackend, PassesATokenSelectionThroughAndComparesBothSides) {
+    FixtureEngine engine("tiny_a/hf_flat_fused");
+    ReferenceFile reference("tiny_a/reference/logits.safetensors");
+    const std::vector<int32_t> tokens = reference.tokens("input_ids.len8");
+    std::unique_ptr<engine::ModelBackend> checked =
+        engine::make_checked_backend(engine.model, engine.model);
+    engine::SequenceState state = checked->new_sequence(64);
+    engine::TokenSelection selection;
+    selection.rows = {engine::TokenChoice{1.0F, 10, 0.9F, 0.5}};
+    engine::ForwardOptions options;
+    options.select = &selection;
+    options.keep_residuals = true;
+    ::testing::internal::CaptureStderr();
+    const engine::ForwardResult result = checked->forward(state, tokens, options);
+    engine::TokenSelection greedy;
+    greedy.rows = {engine::TokenChoice{}};
+    const engine::MtpResult draft =
+        checked->mtp_catch_up(state, result.tokens.at(0), false, nullptr, &greedy);
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_TRUE(result.logits.empty());
+    EXPECT_TRUE(draft.logits.empty());
+    ASSERT_EQ(result.tokens.size(), 1U);
+    ASSERT_EQ(draft.tokens.size(), 1U);
+    EXPECT_NE(err.find("check: forward 1 rows: max |logit diff| 0 "), std::string::npos) << err;
+    EXPECT_EQ(err.find("picked token"), std::string::npos) << err;
+    const nlohmann::json stats = checked->backend_stats()["check"];
+    EXPECT_EQ(stats["selected_tokens"].get<int64_t>(), 2);
+    EXPECT_EQ(stats["selected_equal"].get<int64_t>(), 2);
+
+    engine::SequenceState plain = engine.model.new_sequence(64);
+    const engine::ForwardResult direct = engine.model.forward(plain, tokens, options);
+    EXPECT_EQ(result.tokens, direct.tokens);
+}
+
 }  // namespace
 }  // namespace cherenkov::testing

@@ -1,0 +1,27 @@
+// Token selection on the GPU: the TokenSelector definition of engine/model/token_selector.h
+// (greedy argmax; temperature, top-k, top-p and the draw with a host-drawn u) over device logits,
+// so a decode step copies back token ids instead of [rows, V] logits. Plain C++ API: device
+// pointers and a cudaStream_t passed as void* (nullptr: the legacy default stream). Built from
+// token_select.cu with CUDA, or from token_select_unavailable.cpp without it, where the call
+// throws "built without CUDA".
+#pragma once
+
+#include <cstdint>
+
+#include "engine/model/token_selector.h"
+
+namespace cherenkov::engine::cuda {
+
+// tokens[r] = TokenSelector::select(logits[r], choices[r]) for r < n_rows, one block per row.
+// Greedy rows are one key-max reduction and give exactly the host argmax. Sampled rows find the
+// top-k cut, the top-p cut and the draw as radix selects over selection_key with integer weights
+// (exact sums, so no summation order enters); they equal the host's pick whenever both sides'
+// float weights are equal, which fails only where the double exp of a scaled logit lies within
+// a double ulp of a float rounding point (token_selector.h).
+// logits: device float [n_rows, vocab], 1 ≤ vocab < 2^31; choices: device TokenChoice [n_rows];
+// weights: device uint64 scratch [n_rows, vocab], null only when every row is greedy (a sampled
+// row then gets token -1); tokens: device int32 [n_rows]. Asynchronous on `stream`.
+void token_select(const float* logits, int64_t n_rows, int64_t vocab, const TokenChoice* choices,
+                  uint64_t* weights, int32_t* tokens, void* stream);
+
+}  // namespace cherenkov::engine::cuda
