@@ -39,13 +39,15 @@ public:
         inner_.commit(state, n_rows);
     }
     engine::MtpResult mtp_catch_up(engine::SequenceState& state, int32_t next_token,
-                                   bool all_logits, engine::ForwardTrace* trace) override {
-        return inner_.mtp_catch_up(state, next_token, all_logits, trace);
+                                   bool all_logits, engine::ForwardTrace* trace,
+                                   const engine::TokenSelection* select) override {
+        return inner_.mtp_catch_up(state, next_token, all_logits, trace, select);
     }
     engine::MtpResult mtp_chain(engine::SequenceState& state,
                                 std::span<const float> previous_residual, int32_t token,
-                                int64_t position, int64_t step) override {
-        return inner_.mtp_chain(state, previous_residual, token, position, step);
+                                int64_t position, int64_t step,
+                                const engine::TokenSelection* select) override {
+        return inner_.mtp_chain(state, previous_residual, token, position, step, select);
     }
     int64_t max_rows_per_call() const override { return limit_; }
 
