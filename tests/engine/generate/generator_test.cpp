@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
+#include "engine/model/delegating_backend.h"
 #include "engine/model/fixture_engine.h"
 
 namespace cherenkov::testing {
@@ -136,23 +137,13 @@ TEST(Generator, SeededSamplingIsReproducible) {
 }
 
 // Delegates to a backend and counts the logits and token ids that cross back to the generator.
-class CountingBackend final : public engine::ModelBackend {
+class CountingBackend final : public DelegatingBackend {
 public:
-    explicit CountingBackend(engine::ModelBackend& inner) : inner_(inner) {}
+    using DelegatingBackend::DelegatingBackend;
 
-    const char* name() const override { return inner_.name(); }
-    const model_data::qwen4_exp::Config& config() const override { return inner_.config(); }
-    bool has_mtp() const override { return inner_.has_mtp(); }
-    engine::SequenceState new_sequence(int64_t max_ctx) const override {
-        return inner_.new_sequence(max_ctx);
-    }
-    void set_routing_trace(std::ostream* out) override { inner_.set_routing_trace(out); }
     engine::ForwardResult forward(engine::SequenceState& state, std::span<const int32_t> tokens,
                                   const engine::ForwardOptions& options) override {
         return count(inner_.forward(state, tokens, options));
-    }
-    void commit(engine::SequenceState& state, int64_t n_rows) override {
-        inner_.commit(state, n_rows);
     }
     engine::MtpResult mtp_catch_up(engine::SequenceState& state, int32_t next_token,
                                    bool all_logits, engine::ForwardTrace* trace,
@@ -176,8 +167,6 @@ private:
         token_ids += static_cast<int64_t>(result.tokens.size());
         return result;
     }
-
-    engine::ModelBackend& inner_;
 };
 
 // Greedy decoding with the backend picking tokens returns no logits at all (prefill, decode,

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "engine/model/delegating_backend.h"
 #include "engine/model/fixture_engine.h"
 #include "engine/runtime/checked_backend.h"
 
@@ -19,42 +20,21 @@ namespace {
 
 // A backend that forwards to `inner` but says it takes at most `limit` rows per call, and
 // records the largest call it was given (so a test sees that callers obey the limit).
-class RowLimitedBackend final : public engine::ModelBackend {
+class RowLimitedBackend final : public DelegatingBackend {
 public:
-    RowLimitedBackend(engine::ModelBackend& inner, int64_t limit) : inner_(inner), limit_(limit) {}
+    RowLimitedBackend(engine::ModelBackend& inner, int64_t limit)
+        : DelegatingBackend(inner), limit_(limit) {}
 
-    const char* name() const override { return inner_.name(); }
-    const model_data::qwen4_exp::Config& config() const override { return inner_.config(); }
-    bool has_mtp() const override { return inner_.has_mtp(); }
-    engine::SequenceState new_sequence(int64_t max_ctx) const override {
-        return inner_.new_sequence(max_ctx);
-    }
-    void set_routing_trace(std::ostream* out) override { inner_.set_routing_trace(out); }
     engine::ForwardResult forward(engine::SequenceState& state, std::span<const int32_t> tokens,
                                   const engine::ForwardOptions& options) override {
         largest_call = std::max(largest_call, static_cast<int64_t>(tokens.size()));
         return inner_.forward(state, tokens, options);
-    }
-    void commit(engine::SequenceState& state, int64_t n_rows) override {
-        inner_.commit(state, n_rows);
-    }
-    engine::MtpResult mtp_catch_up(engine::SequenceState& state, int32_t next_token,
-                                   bool all_logits, engine::ForwardTrace* trace,
-                                   const engine::TokenSelection* select) override {
-        return inner_.mtp_catch_up(state, next_token, all_logits, trace, select);
-    }
-    engine::MtpResult mtp_chain(engine::SequenceState& state,
-                                std::span<const float> previous_residual, int32_t token,
-                                int64_t position, int64_t step,
-                                const engine::TokenSelection* select) override {
-        return inner_.mtp_chain(state, previous_residual, token, position, step, select);
     }
     int64_t max_rows_per_call() const override { return limit_; }
 
     int64_t largest_call = 0;
 
 private:
-    engine::ModelBackend& inner_;
     int64_t limit_;
 };
 
