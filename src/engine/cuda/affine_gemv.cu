@@ -15,7 +15,9 @@
 // reads as 2^23 + q·2^p exactly, and one FMA by 2^−p minus 2^(23−p) leaves q exactly.
 // Measured on an H200 (bench/gemv_cuda_bench.cu, CUDA graph replays): [10240, 2560] Q4 at 1 row
 // reads 1.19 TB/s (12.4 µs), Q8 1.89 TB/s; time hardly depends on the bit width, so the kernel is
-// bound per weight (instruction issue or latency), not by bytes: see issue 9 for what is next.
+// bound per weight (instruction issue or latency), not by bytes. The routed experts and tall dense
+// matrices therefore go to the tensor-core kernels of affine_gemv_mma.cu where they apply
+// (docs/gemv-tensor-core.md).
 #include <cuda_runtime.h>
 
 #include <algorithm>

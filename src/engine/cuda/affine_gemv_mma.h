@@ -1,10 +1,10 @@
 // Tensor-core decode GEMV for MLX-affine weights (used by affine_gemv.cu; see affine_gemv.h for
 // the format and the public API). Same results contract as the FMA kernels: float32 inputs and
-// outputs, each output summed in an order fixed by the shapes, error ≲ 1e-7 relative to
+// outputs, each output summed in an order fixed by the shapes, error ≲ 1e-6 relative to
 // Σ(|w| + 2|b|)|x|. Codes become exact bf16 integers, x is split into bf16 hi + lo parts, and
 // mma.sync multiplies them with float32 accumulation; scale and bias are applied per group in
 // float32 (scale·Σqx + bias·Σx). Covers 2-bit and 4-bit codes with groups 64/128 and 8-bit codes
-// with group 64; the caller falls back to the FMA kernels elsewhere (3-bit, 2-bit with group 32, x
+// with group 64; the caller falls back to the FMA kernels elsewhere (3-bit, group 32, x
 // too wide for shared memory, or CHERENKOV_GEMV_MMA=0).
 #pragma once
 
