@@ -32,7 +32,9 @@
 
 #include "base/error.h"
 #include "engine/cuda/affine_gemv_mma.h"
+#include "engine/cuda/affine_mma.cuh"
 #include "engine/cuda/cuda_check.cuh"
+#include "engine/cuda/device_math.cuh"
 
 namespace cherenkov::engine::cuda {
 namespace {
@@ -77,100 +79,6 @@ struct Shape {
     static constexpr int kDepth = 32 / (4 * kChunkWords + 8) > 2 ? 32 / (4 * kChunkWords + 8) : 2;
     static_assert(kChunkWords >= 1 && kChunkWords * kStepsPerWord == kStepsPerGroup);
 };
-
-__device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t mask, uint32_t bits) {
-    uint32_t d;
-    asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(mask), "r"(bits));  // (a&b)|c
-    return d;
-}
-
-__device__ __forceinline__ uint32_t bf16x2_fma(uint32_t a, uint32_t b, uint32_t c) {
-    uint32_t d;
-    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-    return d;
-}
-
-__device__ __forceinline__ uint32_t pack_bf16x2(float low, float high) {  // round to nearest
-    uint32_t d;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(high), "f"(low));
-    return d;
-}
-
-__device__ __forceinline__ float bf16_low(uint32_t v) {
-    return __uint_as_float(v << 16);
-}
-__device__ __forceinline__ float bf16_high(uint32_t v) {
-    return __uint_as_float(v & 0xFFFF0000U);
-}
-
-__device__ __forceinline__ float bf16_bits_to_float(uint32_t bits) {
-    return __uint_as_float(bits << 16);
-}
-
-// One word of codes → bf16x2 registers r[q] = (code q, code q + 16/Bits), exact integers.
-// A field under the exponent of 128 (bf16 0x4300, unit last place 1) reads 128 + field; the
-// field may sit p bits up (bits 0..6 are mantissa) and an FMA by 2^-p minus 128·2^-p leaves it.
-template <int Bits>
-__device__ __forceinline__ void decode_word(uint32_t w, uint32_t (&r)[16 / Bits]) {
-    constexpr uint32_t kExp = 0x43004300U;
-    if constexpr (Bits == 4) {
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            r[q] = bf16x2_fma(and_or(w >> (4 * q), 0x000F000FU, kExp), 0x3F803F80U, 0xC300C300U);
-        }
-    } else if constexpr (Bits == 2) {
-        // Field q at bit 2q: shift by 0, 6 or 12, leaving it at p = 0, 2 or 4.
-        constexpr uint32_t kScale[3] = {0x3F803F80U, 0x3E803E80U, 0x3D803D80U};   // 1, 1/4, 1/16
-        constexpr uint32_t kOffset[3] = {0xC300C300U, 0xC200C200U, 0xC100C100U};  // −128·2^−p
-#pragma unroll
-        for (int q = 0; q < 8; ++q) {
-            const int shift = (2 * q) / 6 * 6;
-            const int p = 2 * q - shift;
-            r[q] = bf16x2_fma(and_or(w >> shift, 0x00030003U << p, kExp), kScale[p / 2],
-                              kOffset[p / 2]);
-        }
-    } else {
-        static_assert(Bits == 8);
-        // Byte i under the exponent of 2^23 (0x4B000000) reads 2^23 + byte exactly.
-        float f[4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            f[i] = __uint_as_float(__byte_perm(w, 0x4B000000U, 0x7650U | i)) - 8388608.0F;
-        }
-        r[0] = pack_bf16x2(f[0], f[2]);
-        r[1] = pack_bf16x2(f[1], f[3]);
-    }
-}
-
-__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                         uint32_t a3, uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-template <int Words>
-__device__ __forceinline__ void load_words(const uint8_t* p, uint32_t (&w)[Words]) {
-    // Weights are read once per call: evict-first keeps them from pushing x out of the caches.
-    if constexpr (Words == 1) {
-        w[0] = __ldcs(reinterpret_cast<const unsigned int*>(p));
-    } else if constexpr (Words == 2) {
-        const uint2 v = __ldcs(reinterpret_cast<const uint2*>(p));
-        w[0] = v.x;
-        w[1] = v.y;
-    } else {
-#pragma unroll
-        for (int i = 0; i < Words / 4; ++i) {
-            const uint4 v = __ldcs(reinterpret_cast<const uint4*>(p) + i);
-            w[4 * i + 0] = v.x;
-            w[4 * i + 1] = v.y;
-            w[4 * i + 2] = v.z;
-            w[4 * i + 3] = v.w;
-        }
-    }
-}
 
 // One group's loads for a lane: codes of rows g and g + 8 of each tile, and their scale and bias.
 template <int Bits, int G>
@@ -231,10 +139,6 @@ __device__ __forceinline__ void build_b(uint2* region, const float* x, size_t x_
         region[(s * 2 * R + 2 * t) * 4 + c] = make_uint2(hi0, hi1);
         region[(s * 2 * R + 2 * t + 1) * 4 + c] = make_uint2(lo0, lo1);
     }
-}
-
-__device__ __forceinline__ float silu(float v) {
-    return v / (1.0F + expf(-v));
 }
 
 // grid: (blocks over tile sets, n_experts or 1); block: kThreads; dynamic shared memory:
@@ -397,7 +301,7 @@ __global__ void __launch_bounds__(kThreads, 4) mma_gemv_kernel(const Params p) {
     for (int h = 0; h < 2; ++h) {
         if constexpr (M == Mode::GateUp) {
             const int row = row0 + g + 8 * h;
-            if (row < p.rows) yt[row] = silu(total[0][h]) * total[1][h];
+            if (row < p.rows) yt[row] = silu_f(total[0][h]) * total[1][h];
         } else {
 #pragma unroll
             for (int tile = 0; tile < kTiles; ++tile) {
