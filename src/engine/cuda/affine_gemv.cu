@@ -25,6 +25,7 @@
 
 #include "base/error.h"
 #include "engine/cuda/affine_gemv.h"
+#include "engine/cuda/affine_gemv_bulk.h"
 #include "engine/cuda/affine_gemv_mma.h"
 #include "engine/cuda/cuda_check.cuh"
 
@@ -512,6 +513,11 @@ void affine_gemv(const DeviceAffineMatrix& w, const float* x, size_t x_stride, i
     // The tensor-core kernel wins on tall matrices (H200: [10240, 2560] Q4 at 2/4 rows 12.5/16.1 µs
     // against 17.7/21.9); on short ones ([2560, 6144], [640, 2560]) its few tile sets leave the
     // GPU emptier than the FMA kernel's sub-warps do, and it is slower.
+    if (w.rows >= kMmaDenseMinRows &&
+        bulk_gemv_takes(w.bits, w.group_size, w.rows, w.cols, n_rows)) {
+        bulk_gemv_dense(w, x, x_stride, n_rows, y, y_stride, static_cast<cudaStream_t>(stream));
+        return;
+    }
     if (w.rows >= kMmaDenseMinRows && mma_gemv_takes(w.bits, w.group_size, w.cols, n_rows)) {
         mma_gemv_dense(w, x, x_stride, n_rows, y, y_stride, static_cast<cudaStream_t>(stream));
         return;
@@ -545,6 +551,11 @@ void queue_expert_parts(const ExpertShape& shape, const ExpertAddress* table, in
                         const float* x, int n_rows, float* h, float* part, cudaStream_t cs) {
     const auto hidden = static_cast<size_t>(shape.hidden);
     const auto inter = static_cast<size_t>(shape.intermediate);
+    if (bulk_experts_take(shape, n_rows)) {
+        bulk_experts_gate_up(shape, table, n_experts, x, n_rows, h, cs);
+        bulk_experts_down(shape, table, n_experts, h, n_rows, part, cs);
+        return;
+    }
     if (mma_gemv_takes(shape.bits, shape.group_size, shape.hidden, n_rows) &&
         mma_gemv_takes(shape.bits, shape.group_size, shape.intermediate, n_rows)) {
         mma_experts_gate_up(shape, table, n_experts, x, n_rows, h, cs);

@@ -26,6 +26,7 @@
 // output's order depends only on the shape (bitwise reproducible). Each warp builds the B
 // fragments of its column range in shared memory once, from float x.
 #include <cuda_bf16.h>
+#include <cuda_runtime.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -48,6 +49,13 @@ constexpr size_t kMaxSharedBytes = size_t{96} << 10;
 
 enum class Mode { Dense, GateUp, Down };
 
+// Groups of loads in flight per lane: stages of 4·kChunkWords codes and 8 parameters each,
+// about 32 registers, under the 128-register cap that keeps 4 blocks per SM.
+template <int Bits, int G>
+constexpr int kDepth = 32 / (4 * CodeLayout<Bits, G>::kChunkWords + 8) > 2
+                           ? 32 / (4 * CodeLayout<Bits, G>::kChunkWords + 8)
+                           : 2;
+
 struct Params {
     const uint8_t* codes;  // Dense: the matrix. GateUp/Down: taken from table[blockIdx.y].
     const uint16_t* scales;
@@ -65,25 +73,10 @@ struct Params {
     size_t y_expert_stride;
 };
 
-template <int Bits, int G>
-struct Shape {
-    static constexpr int kChunkWords = G * Bits / 128;  // words per lane, row and group
-    static constexpr int kRegsPerWord = 16 / Bits;      // bf16x2 registers per decoded word
-    static constexpr int kStepsPerWord = 8 / Bits;      // k16 steps per word
-    static constexpr int kStepsPerGroup = G / 16;
-    static constexpr int kCodesPerWord = 32 / Bits;
-    static constexpr int kPairOffset = 16 / Bits;  // columns between a register's two halves
-    static constexpr int kGroupBytes = G * Bits / 8;
-    // Groups of loads in flight per lane: stages of 4·kChunkWords codes and 8 parameters each,
-    // about 32 registers, under the 128-register cap that keeps 4 blocks per SM.
-    static constexpr int kDepth = 32 / (4 * kChunkWords + 8) > 2 ? 32 / (4 * kChunkWords + 8) : 2;
-    static_assert(kChunkWords >= 1 && kChunkWords * kStepsPerWord == kStepsPerGroup);
-};
-
 // One group's loads for a lane: codes of rows g and g + 8 of each tile, and their scale and bias.
 template <int Bits, int G>
 struct Stage {
-    uint32_t codes[kTiles][2][Shape<Bits, G>::kChunkWords];
+    uint32_t codes[kTiles][2][CodeLayout<Bits, G>::kChunkWords];
     uint32_t scale[kTiles][2];  // bf16 bits (32-bit registers: no 16-bit merges when stages move)
     uint32_t bias[kTiles][2];
 };
@@ -103,41 +96,12 @@ __device__ __forceinline__ void load_stage(Stage<Bits, G>& st, const RowPointers
     for (int tile = 0; tile < kTiles; ++tile) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            load_words(rp.codes[tile][h] + static_cast<size_t>(group) * Shape<Bits, G>::kGroupBytes,
-                       st.codes[tile][h]);
+            load_words(
+                rp.codes[tile][h] + static_cast<size_t>(group) * CodeLayout<Bits, G>::kGroupBytes,
+                st.codes[tile][h]);
             st.scale[tile][h] = __ldg(rp.scales[tile][h] + group);
             st.bias[tile][h] = __ldg(rp.biases[tile][h] + group);
         }
-    }
-}
-
-// B fragments of groups [g0, g0 + n_groups) for input rows t < R, into this warp's region:
-// entry (step s, slot n, lane quarter c) at (s·2R + n)·4 + c, so lane n·4 + c of a step reads
-// consecutive uint2.
-template <int Bits, int G, int R>
-__device__ __forceinline__ void build_b(uint2* region, const float* x, size_t x_stride, int g0,
-                                        int n_groups, int lane) {
-    using S = Shape<Bits, G>;
-    const int entries = n_groups * S::kStepsPerGroup * R * 4;
-    for (int i = lane; i < entries; i += 32) {
-        const int c = i & 3;
-        const int t = (i >> 2) % R;
-        const int s = (i >> 2) / R;
-        const int step = g0 * S::kStepsPerGroup + s;
-        const int group = step / S::kStepsPerGroup;
-        const int in_group = step % S::kStepsPerGroup;
-        const int word = in_group / S::kStepsPerWord;
-        const int in_word = in_group % S::kStepsPerWord;
-        const int a = group * G + c * (G / 4) + word * S::kCodesPerWord + 2 * in_word;
-        const float* xr = x + static_cast<size_t>(t) * x_stride;
-        const float2 first = *reinterpret_cast<const float2*>(xr + a);
-        const float2 second = *reinterpret_cast<const float2*>(xr + a + S::kPairOffset);
-        const uint32_t hi0 = pack_bf16x2(first.x, second.x);
-        const uint32_t hi1 = pack_bf16x2(first.y, second.y);
-        const uint32_t lo0 = pack_bf16x2(first.x - bf16_low(hi0), second.x - bf16_high(hi0));
-        const uint32_t lo1 = pack_bf16x2(first.y - bf16_low(hi1), second.y - bf16_high(hi1));
-        region[(s * 2 * R + 2 * t) * 4 + c] = make_uint2(hi0, hi1);
-        region[(s * 2 * R + 2 * t + 1) * 4 + c] = make_uint2(lo0, lo1);
     }
 }
 
@@ -145,7 +109,7 @@ __device__ __forceinline__ void build_b(uint2* region, const float* x, size_t x_
 // kWarps · groups_per_part · G/16 · 8R uint2.
 template <int Bits, int G, int R, Mode M>
 __global__ void __launch_bounds__(kThreads, 4) mma_gemv_kernel(const Params p) {
-    using S = Shape<Bits, G>;
+    using S = CodeLayout<Bits, G>;
 #if __CUDA_ARCH__ >= 800
     extern __shared__ uint4 dynamic_shared[];
     __shared__ float partial[kWarps][kTiles][2][32];
@@ -201,22 +165,22 @@ __global__ void __launch_bounds__(kThreads, 4) mma_gemv_kernel(const Params p) {
     }
 
     // Weight loads first: their latency covers the B build.
-    Stage<Bits, G> stage[S::kDepth];
+    Stage<Bits, G> stage[kDepth<Bits, G>];
     if (active) {
 #pragma unroll
-        for (int d = 0; d < S::kDepth; ++d) load_stage(stage[d], rp, g0 + d, g1);
+        for (int d = 0; d < kDepth<Bits, G>; ++d) load_stage(stage[d], rp, g0 + d, g1);
     }
     uint2* region = reinterpret_cast<uint2*>(dynamic_shared) +
                     static_cast<size_t>(warp) * p.groups_per_part * S::kStepsPerGroup * 8 * R;
-    if (active) build_b<Bits, G, R>(region, x, p.x_stride, g0, g1 - g0, lane);
+    if (active) build_b<Bits, G, R>(region, x, p.x_stride, g0, g1 - g0, lane, 32);
     __syncwarp();
 
     float total[kTiles][2] = {};
     if (active) {
         constexpr uint32_t kOnes = 0x3F803F80U;  // bf16 (1, 1)
-        for (int base = g0; base < g1; base += S::kDepth) {
+        for (int base = g0; base < g1; base += kDepth<Bits, G>) {
 #pragma unroll
-            for (int d = 0; d < S::kDepth; ++d) {
+            for (int d = 0; d < kDepth<Bits, G>; ++d) {
                 const int group = base + d;
                 if (group >= g1) break;
                 Stage<Bits, G>& st = stage[d];
@@ -236,7 +200,7 @@ __global__ void __launch_bounds__(kThreads, 4) mma_gemv_kernel(const Params p) {
                         bias[tile][h] = bf16_bits_to_float(st.bias[tile][h]);
                     }
                 }
-                load_stage(st, rp, group + S::kDepth, g1);
+                load_stage(st, rp, group + kDepth<Bits, G>, g1);
                 float acc[kTiles][4] = {};
                 float xs[4] = {};
                 const uint2* b_group = region + (group - g0) * S::kStepsPerGroup * 8 * R;
@@ -428,7 +392,7 @@ bool mma_gemv_takes(int bits, int group_size, int64_t cols, int n_rows) {
 }
 
 void mma_gemv_dense(const DeviceAffineMatrix& w, const float* x, size_t x_stride, int n_rows,
-                    float* y, size_t y_stride, cudaStream_t stream) {
+                    float* y, size_t y_stride, void* stream) {
     Params p = base_params(static_cast<int>(w.rows), w.cols, w.group_size);
     p.codes = w.codes;
     p.scales = w.scales;
@@ -437,13 +401,13 @@ void mma_gemv_dense(const DeviceAffineMatrix& w, const float* x, size_t x_stride
     p.x_stride = x_stride;
     p.y = y;
     p.y_stride = y_stride;
-    launch<Mode::Dense>(w.bits, w.group_size, n_rows,
-                        blocks_for(p.rows, kTiles * kTileRows, p.k_split), 1, p,
-                        shared_bytes(w.group_size, p.n_groups, n_rows), stream);
+    launch<Mode::Dense>(
+        w.bits, w.group_size, n_rows, blocks_for(p.rows, kTiles * kTileRows, p.k_split), 1, p,
+        shared_bytes(w.group_size, p.n_groups, n_rows), static_cast<cudaStream_t>(stream));
 }
 
 void mma_experts_gate_up(const ExpertShape& shape, const ExpertAddress* table, int n_experts,
-                         const float* x, int n_rows, float* h, cudaStream_t stream) {
+                         const float* x, int n_rows, float* h, void* stream) {
     Params p = base_params(static_cast<int>(shape.intermediate), shape.hidden, shape.group_size);
     p.table = table;
     p.x = x;
@@ -453,11 +417,12 @@ void mma_experts_gate_up(const ExpertShape& shape, const ExpertAddress* table, i
     p.y_expert_stride = static_cast<size_t>(n_rows) * p.y_stride;
     launch<Mode::GateUp>(shape.bits, shape.group_size, n_rows,
                          blocks_for(p.rows, kTileRows, p.k_split), static_cast<unsigned>(n_experts),
-                         p, shared_bytes(shape.group_size, p.n_groups, n_rows), stream);
+                         p, shared_bytes(shape.group_size, p.n_groups, n_rows),
+                         static_cast<cudaStream_t>(stream));
 }
 
 void mma_experts_down(const ExpertShape& shape, const ExpertAddress* table, int n_experts,
-                      const float* h, int n_rows, float* parts, cudaStream_t stream) {
+                      const float* h, int n_rows, float* parts, void* stream) {
     Params p = base_params(static_cast<int>(shape.hidden), shape.intermediate, shape.group_size);
     p.table = table;
     p.x = h;
@@ -466,10 +431,10 @@ void mma_experts_down(const ExpertShape& shape, const ExpertAddress* table, int 
     p.y = parts;
     p.y_stride = static_cast<size_t>(shape.hidden);
     p.y_expert_stride = static_cast<size_t>(n_rows) * p.y_stride;
-    launch<Mode::Down>(shape.bits, shape.group_size, n_rows,
-                       blocks_for(p.rows, kTiles * kTileRows, p.k_split),
-                       static_cast<unsigned>(n_experts), p,
-                       shared_bytes(shape.group_size, p.n_groups, n_rows), stream);
+    launch<Mode::Down>(
+        shape.bits, shape.group_size, n_rows, blocks_for(p.rows, kTiles * kTileRows, p.k_split),
+        static_cast<unsigned>(n_experts), p, shared_bytes(shape.group_size, p.n_groups, n_rows),
+        static_cast<cudaStream_t>(stream));
 }
 
 }  // namespace cherenkov::engine::cuda

@@ -8,8 +8,6 @@
 // too wide for shared memory, or CHERENKOV_GEMV_MMA=0).
 #pragma once
 
-#include <cuda_runtime.h>
-
 #include <cstddef>
 
 #include "engine/cuda/affine_gemv.h"
@@ -21,16 +19,16 @@ bool mma_gemv_takes(int bits, int group_size, int64_t cols, int n_rows);
 
 // y[t·y_stride + r] = W[r]·x[t]   (as affine_gemv).
 void mma_gemv_dense(const DeviceAffineMatrix& w, const float* x, size_t x_stride, int n_rows,
-                    float* y, size_t y_stride, cudaStream_t stream);
+                    float* y, size_t y_stride, void* stream);
 
 // h[e][t] = silu(gate_e·x_t) ⊙ (up_e·x_t) for every e < n_experts, t < n_rows.
 // x: [n_rows, hidden]; h: [n_experts, n_rows, intermediate].
 void mma_experts_gate_up(const ExpertShape& shape, const ExpertAddress* table, int n_experts,
-                         const float* x, int n_rows, float* h, cudaStream_t stream);
+                         const float* x, int n_rows, float* h, void* stream);
 
 // parts[e][t] = down_e·h[e][t]. h: [n_experts, n_rows, intermediate];
 // parts: [n_experts, n_rows, hidden].
 void mma_experts_down(const ExpertShape& shape, const ExpertAddress* table, int n_experts,
-                      const float* h, int n_rows, float* parts, cudaStream_t stream);
+                      const float* h, int n_rows, float* parts, void* stream);
 
 }  // namespace cherenkov::engine::cuda

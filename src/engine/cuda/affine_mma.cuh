@@ -107,4 +107,49 @@ __device__ __forceinline__ void load_words(const uint8_t* p, uint32_t (&w)[Words
     }
 }
 
+// The per-lane layout of one group of codes: lane c of a row's quad owns the c-th quarter of
+// every group (kChunkWords words), decoded word by word into bf16x2 registers.
+template <int Bits, int G>
+struct CodeLayout {
+    static constexpr int kChunkWords = G * Bits / 128;  // words per lane, row and group
+    static constexpr int kRegsPerWord = 16 / Bits;      // bf16x2 registers per decoded word
+    static constexpr int kStepsPerWord = 8 / Bits;      // k16 steps per word
+    static constexpr int kStepsPerGroup = G / 16;
+    static constexpr int kCodesPerWord = 32 / Bits;
+    static constexpr int kPairOffset = 16 / Bits;  // columns between a register's two halves
+    static constexpr int kGroupBytes = G * Bits / 8;
+    static_assert(kChunkWords >= 1 && kChunkWords * kStepsPerWord == kStepsPerGroup);
+};
+
+// B fragments of groups [g0, g0 + n_groups) for input rows t < R, into `region`, entries
+// first_entry, first_entry + stride, … (a lane of a warp: 32; a thread of a block: blockDim.x):
+// entry (step s, slot n, lane quarter c) at (s·2R + n)·4 + c, so lane n·4 + c of a step reads
+// consecutive uint2.
+template <int Bits, int G, int R>
+__device__ __forceinline__ void build_b(uint2* region, const float* x, size_t x_stride, int g0,
+                                        int n_groups, int first_entry, int stride) {
+    using S = CodeLayout<Bits, G>;
+    const int entries = n_groups * S::kStepsPerGroup * R * 4;
+    for (int i = first_entry; i < entries; i += stride) {
+        const int c = i & 3;
+        const int t = (i >> 2) % R;
+        const int s = (i >> 2) / R;
+        const int step = g0 * S::kStepsPerGroup + s;
+        const int group = step / S::kStepsPerGroup;
+        const int in_group = step % S::kStepsPerGroup;
+        const int word = in_group / S::kStepsPerWord;
+        const int in_word = in_group % S::kStepsPerWord;
+        const int a = group * G + c * (G / 4) + word * S::kCodesPerWord + 2 * in_word;
+        const float* xr = x + static_cast<size_t>(t) * x_stride;
+        const float2 first = *reinterpret_cast<const float2*>(xr + a);
+        const float2 second = *reinterpret_cast<const float2*>(xr + a + S::kPairOffset);
+        const uint32_t hi0 = pack_bf16x2(first.x, second.x);
+        const uint32_t hi1 = pack_bf16x2(first.y, second.y);
+        const uint32_t lo0 = pack_bf16x2(first.x - bf16_low(hi0), second.x - bf16_high(hi0));
+        const uint32_t lo1 = pack_bf16x2(first.y - bf16_low(hi1), second.y - bf16_high(hi1));
+        region[(s * 2 * R + 2 * t) * 4 + c] = make_uint2(hi0, hi1);
+        region[(s * 2 * R + 2 * t + 1) * 4 + c] = make_uint2(lo0, lo1);
+    }
+}
+
 }  // namespace cherenkov::engine::cuda

@@ -16,6 +16,8 @@
 #include "base/error.h"
 #include "engine/cpu/matmul.h"
 #include "engine/cpu/thread_pool.h"
+#include "engine/cuda/affine_gemv_bulk.h"
+#include "engine/cuda/affine_gemv_mma.h"
 #include "engine/cuda/affine_test_matrix.h"
 #include "engine/cuda/device_buffer.h"
 #include "engine/cuda/device_info.h"
@@ -286,6 +288,86 @@ TEST_F(CudaAffineGemv, ResultsAreBitwiseReproducible) {
         }
         EXPECT_EQ(std::memcmp(first.data(), second.data(), first.size() * 4), 0)
             << "experts bits=" << bits;
+    }
+}
+
+// The bulk-copy kernels (affine_gemv_bulk.h) keep every sum of the tensor-core kernels in the same
+// order, so their outputs are the same bits: checked on the Flash expert shape, on shapes whose
+// rows end inside a block and whose column ranges split unevenly, and on a tall dense matrix.
+TEST_F(CudaAffineGemv, BulkKernelsGiveTheTensorCoreKernelsBits) {
+    struct Case {
+        int64_t hidden, inter;
+        int bits, group;
+    };
+    const Case cases[] = {{2560, 640, 4, 64},  {2560, 640, 2, 64},  {2560, 640, 8, 64},
+                          {1408, 384, 4, 128}, {1408, 384, 2, 128}, {1344, 192, 4, 64}};
+    int checked = 0;
+    for (const Case& k : cases) {
+        const int n_experts = 3;
+        const TestExperts ex =
+            make_experts(n_experts, k.hidden, k.inter, k.bits, k.group, 500 + k.bits + k.group);
+        for (int n_rows = 1; n_rows <= kMaxGemvRows; ++n_rows) {
+            if (!bulk_experts_take(ex.shape, n_rows) ||
+                !mma_gemv_takes(k.bits, k.group, k.hidden, n_rows) ||
+                !mma_gemv_takes(k.bits, k.group, k.inter, n_rows)) {
+                continue;
+            }
+            const auto x = random_vector(static_cast<size_t>(n_rows * k.hidden), 31 + n_rows);
+            const size_t h_floats = static_cast<size_t>(n_experts * n_rows * k.inter);
+            const size_t part_floats = static_cast<size_t>(n_experts * n_rows * k.hidden);
+            DeviceBuffer d_x(x.size() * 4), d_h(h_floats * 4), d_part(part_floats * 4);
+            d_x.upload(x.data(), x.size() * 4);
+            std::vector<float> h_mma(h_floats), h_bulk(h_floats), part_mma(part_floats),
+                part_bulk(part_floats);
+            const auto* table = ex.d_table.as<ExpertAddress>();
+            for (const bool bulk : {false, true}) {
+                d_h.fill(0xFF);
+                d_part.fill(0xFF);
+                if (bulk) {
+                    bulk_experts_gate_up(ex.shape, table, n_experts, d_x.as<float>(), n_rows,
+                                         d_h.as<float>(), nullptr);
+                    bulk_experts_down(ex.shape, table, n_experts, d_h.as<float>(), n_rows,
+                                      d_part.as<float>(), nullptr);
+                } else {
+                    mma_experts_gate_up(ex.shape, table, n_experts, d_x.as<float>(), n_rows,
+                                        d_h.as<float>(), nullptr);
+                    mma_experts_down(ex.shape, table, n_experts, d_h.as<float>(), n_rows,
+                                     d_part.as<float>(), nullptr);
+                }
+                d_h.download((bulk ? h_bulk : h_mma).data(), h_floats * 4);
+                d_part.download((bulk ? part_bulk : part_mma).data(), part_floats * 4);
+            }
+            const std::string what =
+                "bits=" + std::to_string(k.bits) + " group=" + std::to_string(k.group) +
+                " hidden=" + std::to_string(k.hidden) + " n_rows=" + std::to_string(n_rows);
+            ASSERT_EQ(std::memcmp(h_mma.data(), h_bulk.data(), h_floats * 4), 0) << "h " << what;
+            ASSERT_EQ(std::memcmp(part_mma.data(), part_bulk.data(), part_floats * 4), 0)
+                << "parts " << what;
+            ++checked;
+        }
+    }
+    if (checked == 0) GTEST_SKIP() << "the bulk kernels need sm_90";
+
+    const TestMatrix m = make_matrix(8200, 2560, 4, 64, 77);
+    const auto x = random_vector(size_t{4} * 2560, 8);
+    DeviceBuffer d_x(x.size() * 4), d_y(size_t{4} * 8200 * 4);
+    d_x.upload(x.data(), x.size() * 4);
+    for (int n_rows = 1; n_rows <= kMaxGemvRows; ++n_rows) {
+        if (!bulk_gemv_takes(4, 64, 8200, 2560, n_rows)) continue;
+        std::vector<float> mma(size_t{4} * 8200), bulk(mma.size());
+        for (const bool use_bulk : {false, true}) {
+            d_y.fill(0xFF);
+            if (use_bulk) {
+                bulk_gemv_dense(m.device(), d_x.as<float>(), 2560, n_rows, d_y.as<float>(), 8200,
+                                nullptr);
+            } else {
+                mma_gemv_dense(m.device(), d_x.as<float>(), 2560, n_rows, d_y.as<float>(), 8200,
+                               nullptr);
+            }
+            d_y.download((use_bulk ? bulk : mma).data(), mma.size() * 4);
+        }
+        EXPECT_EQ(std::memcmp(mma.data(), bulk.data(), static_cast<size_t>(n_rows) * 8200 * 4), 0)
+            << "dense n_rows=" << n_rows;
     }
 }
 

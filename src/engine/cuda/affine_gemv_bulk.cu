@@ -1,0 +1,598 @@
+// Bulk-copy tensor-core decode GEMV (affine_gemv_bulk.h). Why: the register-pipelined kernels of
+// affine_gemv_mma.cu keep two groups per lane in flight, so a warp's ten groups take five memory
+// round trips and the expert launches reach a quarter of the HBM bandwidth
+// (docs/gemv-tensor-core.md). Here the bytes in flight are set by shared memory, not registers: a
+// block copies every row it owns (whole K) into shared memory with cp.async.bulk, issued at once by
+// one warp.
+//
+// Block: 8 warps = sets_per_block tile sets × k_split warps (the k_split rule, the column ranges
+// and the order of every sum are those of affine_gemv_mma.cu, so results are bitwise equal). A
+// tile set is 16 rows of gate and the same 16 rows of up (GateUp) or 32 rows of one matrix.
+// Shared memory, per block:
+//   codes   [n_mats][mat_rows][code_stride]   rows padded so a warp's chunk loads hit distinct
+//                                              banks (stride ≡ 4·chunk bytes mod 128)
+//   params  [n_mats][scales, biases]          the rows' bf16 parameters, each region copied as
+//                                              the 16-byte-aligned span around them
+//   B       [steps][8R] uint2                 x as bf16 hi/lo fragments, built by the whole block
+// Each row's codes are copied in 2·k_split pieces (each warp's column range in two halves); the
+// first halves complete on mbarrier 0, the second on mbarrier 1, so warps multiply their first
+// half while the second is still arriving. After the loop the codes region holds the k_split
+// partial sums.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "base/error.h"
+#include "engine/cuda/affine_gemv_bulk.h"
+#include "engine/cuda/affine_mma.cuh"
+#include "engine/cuda/cuda_check.cuh"
+#include "engine/cuda/device_math.cuh"
+
+namespace cherenkov::engine::cuda {
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kThreads = 32 * kWarps;
+constexpr int kTileRows = 16;
+constexpr int kTiles = 2;   // 16-row tiles per warp
+constexpr int kPhases = 2;  // mbarriers: first and second half of every warp's column range
+// Two blocks per SM: 228 KB of shared memory per SM, less 1 KB the system keeps per block.
+constexpr size_t kMaxSharedBytes = size_t{113} << 10;
+constexpr size_t kPartialBytes = sizeof(float) * kWarps * kTiles * 2 * 32;
+
+enum class Mode { Dense, GateUp, Down };
+
+struct Params {
+    const uint8_t* codes;  // Dense: the matrix. GateUp/Down: taken from table[blockIdx.y].
+    const uint16_t* scales;
+    const uint16_t* biases;
+    const ExpertAddress* table;
+    int rows;  // output rows of one matrix
+    int n_groups;
+    int k_split;
+    int groups_per_part;
+    int mat_rows;     // rows of each matrix a block owns
+    int row_bytes;    // code bytes of one matrix row
+    int code_stride;  // bytes per row in shared memory
+    int param_bytes;  // bytes of one parameter region in shared memory
+    int params_offset;
+    int b_offset;
+    const float* x;  // [R, x_stride] (+ e·x_expert_stride for Down)
+    size_t x_stride;
+    size_t x_expert_stride;
+    float* y;  // [R, y_stride] (+ e·y_expert_stride for GateUp and Down)
+    size_t y_stride;
+    size_t y_expert_stride;
+};
+
+// ---- mbarrier, bulk copy and grid-dependency primitives (sm_90) ----
+
+__device__ __forceinline__ uint32_t shared_address(const void* p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void mbarrier_init(uint32_t bar, uint32_t arrivals) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(arrivals) : "memory");
+}
+
+__device__ __forceinline__ void mbarrier_expect_bytes(uint32_t bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+                 : "memory");
+}
+
+__device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t phase) {
+    uint32_t done = 0;
+    do {
+        asm volatile(
+            "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; "
+            "selp.u32 %0, 1, 0, p; }"
+            : "=r"(done)
+            : "r"(bar), "r"(phase)
+            : "memory");
+    } while (done == 0);
+}
+
+// Weights are read once per call: evict-first keeps them from pushing x out of L2.
+__device__ __forceinline__ uint64_t evict_first_policy() {
+    uint64_t policy;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+    return policy;
+}
+
+// bytes (a multiple of 16) from 16-byte-aligned global `src` to shared `dst`; completes on `bar`.
+__device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_t bytes,
+                                          uint32_t bar, uint64_t policy) {
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint "
+        "[%0], [%1], %2, [%3], %4;" ::"r"(dst),
+        "l"(src), "r"(bytes), "r"(bar), "l"(policy)
+        : "memory");
+}
+
+// Programmatic dependent launch: wait until the previous kernel in the stream has completed and
+// its writes are visible (a no-op when this launch did not overlap it) ...
+__device__ __forceinline__ void wait_for_previous_kernel() {
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+// ... and let the next kernel's blocks start once every block of this one has said so.
+__device__ __forceinline__ void allow_next_kernel() {
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
+template <int Words>
+__device__ __forceinline__ void load_shared_words(const uint8_t* p, uint32_t (&w)[Words]) {
+    if constexpr (Words == 1) {
+        w[0] = *reinterpret_cast<const uint32_t*>(p);
+    } else if constexpr (Words == 2) {
+        const uint2 v = *reinterpret_cast<const uint2*>(p);
+        w[0] = v.x;
+        w[1] = v.y;
+    } else {
+#pragma unroll
+        for (int i = 0; i < Words / 4; ++i) {
+            const uint4 v = reinterpret_cast<const uint4*>(p)[i];
+            w[4 * i + 0] = v.x;
+            w[4 * i + 1] = v.y;
+            w[4 * i + 2] = v.z;
+            w[4 * i + 3] = v.w;
+        }
+    }
+}
+
+// Groups [first, end) of part `part`'s phase `phase` (the warp's range cut in two halves).
+__device__ __forceinline__ int2 phase_groups(const Params& p, int part, int phase) {
+    const int g0 = part * p.groups_per_part;
+    const int g1 = max(g0, min(p.n_groups, g0 + p.groups_per_part));
+    const int half = g0 + (p.groups_per_part + 1) / 2;
+    return phase == 0 ? make_int2(g0, min(half, g1)) : make_int2(min(half, g1), g1);
+}
+
+// Warp 0 asks for the block's rows: every matrix's codes, piece by piece in phase order, and
+// the parameter spans (phase 0). Lane 0 announces each phase's byte count first. Returns, in
+// param_skip, each parameter region's element offset of its first row.
+template <int G, int Bits, Mode M>
+__device__ __forceinline__ void issue_copies(const Params& p, uint8_t* smem, int row0, int valid,
+                                             uint32_t bars, int lane, int (&param_skip)[2][2]) {
+    using S = CodeLayout<Bits, G>;
+    constexpr int kMats = M == Mode::GateUp ? 2 : 1;
+    const uint8_t* codes[kMats];
+    const uint16_t* params[kMats][2];
+    if constexpr (M == Mode::Dense) {
+        codes[0] = p.codes;
+        params[0][0] = p.scales;
+        params[0][1] = p.biases;
+    } else {
+        const ExpertAddress& a = p.table[blockIdx.y];
+        if constexpr (M == Mode::GateUp) {
+            codes[0] = a.gate_codes;
+            params[0][0] = a.gate_scales;
+            params[0][1] = a.gate_biases;
+            codes[1] = a.up_codes;
+            params[1][0] = a.up_scales;
+            params[1][1] = a.up_biases;
+        } else {
+            codes[0] = a.down_codes;
+            params[0][0] = a.down_scales;
+            params[0][1] = a.down_biases;
+        }
+    }
+    // The parameter span of each region, widened to 16-byte boundaries (bulk copies need them;
+    // the widened bytes share 16-byte blocks with real parameters, so they are mapped memory).
+    uintptr_t span_begin[kMats][2];
+    uint32_t span_bytes[kMats][2];
+    uint32_t phase_bytes[kPhases] = {0, 0};
+#pragma unroll
+    for (int m = 0; m < kMats; ++m) {
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+            const auto begin =
+                reinterpret_cast<uintptr_t>(params[m][k] + static_cast<size_t>(row0) * p.n_groups);
+            const uintptr_t end = begin + static_cast<uintptr_t>(valid) * p.n_groups * 2;
+            span_begin[m][k] = begin & ~uintptr_t{15};
+            span_bytes[m][k] =
+                static_cast<uint32_t>(((end + 15) & ~uintptr_t{15}) - span_begin[m][k]);
+            param_skip[m][k] = static_cast<int>((begin - span_begin[m][k]) / 2);
+            phase_bytes[0] += span_bytes[m][k];
+        }
+    }
+#pragma unroll
+    for (int phase = 0; phase < kPhases; ++phase) {
+        for (int part = 0; part < p.k_split; ++part) {
+            const int2 range = phase_groups(p, part, phase);
+            phase_bytes[phase] +=
+                static_cast<uint32_t>(kMats * valid * (range.y - range.x) * S::kGroupBytes);
+        }
+    }
+    if (lane == 0) {
+#pragma unroll
+        for (int phase = 0; phase < kPhases; ++phase) {
+            // A phase without bytes still completes: the expect_tx arrival is its one arrival.
+            mbarrier_expect_bytes(bars + 8 * phase, phase_bytes[phase]);
+        }
+    }
+    __syncwarp();
+    const uint64_t policy = evict_first_policy();
+    const uint32_t base = shared_address(smem);
+    if (lane < kMats * 2) {
+        const int m = lane / 2;
+        const int k = lane % 2;
+        bulk_copy(base + p.params_offset + (2 * m + k) * p.param_bytes,
+                  reinterpret_cast<const void*>(span_begin[m][k]), span_bytes[m][k], bars, policy);
+    }
+    // Pieces in phase order, so the first halves reach the memory system first.
+    const int pieces_per_phase = kMats * valid * p.k_split;
+    for (int i = lane; i < kPhases * pieces_per_phase; i += 32) {
+        const int phase = i / pieces_per_phase;
+        const int rest = i % pieces_per_phase;
+        const int part = rest % p.k_split;
+        const int row = (rest / p.k_split) % valid;
+        const int m = rest / p.k_split / valid;
+        const int2 range = phase_groups(p, part, phase);
+        if (range.y <= range.x) continue;
+        const size_t offset = static_cast<size_t>(range.x) * S::kGroupBytes;
+        bulk_copy(base + (m * p.mat_rows + row) * p.code_stride + static_cast<uint32_t>(offset),
+                  codes[m] + static_cast<size_t>(row0 + row) * p.row_bytes + offset,
+                  static_cast<uint32_t>((range.y - range.x) * S::kGroupBytes), bars + 8 * phase,
+                  policy);
+    }
+}
+
+// grid: (blocks over the rows, n_experts or 1); block: kThreads; dynamic shared memory as the
+// file comment lays out (Params offsets).
+template <int Bits, int G, int R, Mode M>
+__global__ void __launch_bounds__(kThreads, 2) bulk_gemv_kernel(const Params p) {
+    using S = CodeLayout<Bits, G>;
+#if __CUDA_ARCH__ >= 900
+    extern __shared__ __align__(128) uint8_t smem[];
+    __shared__ __align__(8) uint64_t bars[kPhases];
+    __shared__ int param_skip[2][2];
+
+    const int lane = static_cast<int>(threadIdx.x % 32);
+    const int warp = static_cast<int>(threadIdx.x / 32);
+    const int g = lane >> 2;
+    const int c = lane & 3;
+    const int row0 = static_cast<int>(blockIdx.x) * p.mat_rows;
+    const int valid = min(p.mat_rows, p.rows - row0);
+    const uint32_t bar0 = shared_address(&bars[0]);
+
+    if (threadIdx.x == 0) {
+#pragma unroll
+        for (int phase = 0; phase < kPhases; ++phase) mbarrier_init(bar0 + 8 * phase, 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    // The gate/up table may have been written by the previous kernel: wait before reading it.
+    // Down reads the table gate/up already read (its writer finished before gate/up let this
+    // launch start), and dense weights never change: their copies start before the wait.
+    if constexpr (M == Mode::GateUp) wait_for_previous_kernel();
+    if (warp == 0) issue_copies<G, Bits, M>(p, smem, row0, valid, bar0, lane, param_skip);
+    if constexpr (M != Mode::GateUp) wait_for_previous_kernel();
+    allow_next_kernel();
+
+    const float* x = p.x;
+    float* y = p.y;
+    if constexpr (M == Mode::Down) x += blockIdx.y * p.x_expert_stride;
+    if constexpr (M != Mode::Dense) y += blockIdx.y * p.y_expert_stride;
+    auto* b_frag = reinterpret_cast<uint2*>(smem + p.b_offset);
+    build_b<Bits, G, R>(b_frag, x, p.x_stride, 0, p.n_groups, static_cast<int>(threadIdx.x),
+                        kThreads);
+    __syncthreads();  // B and param_skip
+
+    const int part = warp % p.k_split;
+    const int set = warp / p.k_split;
+    constexpr int kSetRows = M == Mode::GateUp ? kTileRows : kTiles * kTileRows;
+    const bool active = set * kSetRows < valid;  // warp-uniform
+    const uint8_t* code_row[kTiles][2];
+    const uint16_t* scale_row[kTiles][2];
+    const uint16_t* bias_row[kTiles][2];
+#pragma unroll
+    for (int tile = 0; tile < kTiles; ++tile) {
+        const int m = M == Mode::GateUp ? tile : 0;
+        const int tile_row0 =
+            M == Mode::GateUp ? set * kTileRows : set * kSetRows + tile * kTileRows;
+        const auto* scales =
+            reinterpret_cast<const uint16_t*>(smem + p.params_offset + (2 * m) * p.param_bytes);
+        const auto* biases =
+            reinterpret_cast<const uint16_t*>(smem + p.params_offset + (2 * m + 1) * p.param_bytes);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            // Rows past `valid` hold stale bytes; their sums are never stored.
+            const int row = tile_row0 + g + 8 * h;
+            code_row[tile][h] =
+                smem + (m * p.mat_rows + row) * p.code_stride + c * S::kChunkWords * 4;
+            scale_row[tile][h] = scales + param_skip[m][0] + row * p.n_groups;
+            bias_row[tile][h] = biases + param_skip[m][1] + row * p.n_groups;
+        }
+    }
+
+    float total[kTiles][2] = {};
+    constexpr uint32_t kOnes = 0x3F803F80U;  // bf16 (1, 1)
+#pragma unroll
+    for (int phase = 0; phase < kPhases; ++phase) {
+        mbarrier_wait(bar0 + 8 * phase, 0);
+        if (!active) continue;
+        const int2 range = phase_groups(p, part, phase);
+#pragma unroll 2
+        for (int group = range.x; group < range.y; ++group) {
+            uint32_t words[kTiles][2][S::kChunkWords];
+            float scale[kTiles][2], bias[kTiles][2];
+#pragma unroll
+            for (int tile = 0; tile < kTiles; ++tile) {
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    load_shared_words(code_row[tile][h] + group * S::kGroupBytes, words[tile][h]);
+                    scale[tile][h] = bf16_bits_to_float(scale_row[tile][h][group]);
+                    bias[tile][h] = bf16_bits_to_float(bias_row[tile][h][group]);
+                }
+            }
+            float acc[kTiles][4] = {};
+            float xs[4] = {};
+            const uint2* b_group = b_frag + group * S::kStepsPerGroup * 8 * R;
+#pragma unroll
+            for (int w = 0; w < S::kChunkWords; ++w) {
+                uint32_t a[kTiles][2][S::kRegsPerWord];
+#pragma unroll
+                for (int tile = 0; tile < kTiles; ++tile) {
+                    decode_word<Bits>(words[tile][0][w], a[tile][0]);
+                    decode_word<Bits>(words[tile][1][w], a[tile][1]);
+                }
+#pragma unroll
+                for (int s = 0; s < S::kStepsPerWord; ++s) {
+                    const int step = w * S::kStepsPerWord + s;
+                    const uint2 b = lane < 8 * R ? b_group[step * 8 * R + lane] : make_uint2(0, 0);
+#pragma unroll
+                    for (int tile = 0; tile < kTiles; ++tile) {
+                        mma_bf16(acc[tile], a[tile][0][2 * s], a[tile][1][2 * s],
+                                 a[tile][0][2 * s + 1], a[tile][1][2 * s + 1], b.x, b.y);
+                    }
+                    mma_bf16(xs, kOnes, kOnes, kOnes, kOnes, b.x, b.y);
+                }
+            }
+            const float x_sum = xs[0] + xs[1];
+#pragma unroll
+            for (int tile = 0; tile < kTiles; ++tile) {
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const float dot = acc[tile][2 * h] + acc[tile][2 * h + 1];
+                    total[tile][h] = fmaf(scale[tile][h], dot, total[tile][h]);
+                    total[tile][h] = fmaf(bias[tile][h], x_sum, total[tile][h]);
+                }
+            }
+        }
+    }
+
+    if (p.k_split > 1) {
+        __syncthreads();  // every warp is done with the codes region, which now takes the partials
+        auto* partial = reinterpret_cast<float*>(smem);  // [warp][tile][h][lane]
+#pragma unroll
+        for (int tile = 0; tile < kTiles; ++tile) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+                partial[((warp * kTiles + tile) * 2 + h) * 32 + lane] = total[tile][h];
+        }
+        __syncthreads();
+        if (part != 0) return;
+#pragma unroll
+        for (int tile = 0; tile < kTiles; ++tile) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                float sum = partial[((warp * kTiles + tile) * 2 + h) * 32 + lane];
+                for (int k = 1; k < p.k_split; ++k) {
+                    sum += partial[(((warp + k) * kTiles + tile) * 2 + h) * 32 + lane];
+                }
+                total[tile][h] = sum;
+            }
+        }
+    }
+    if (!active || c >= R) return;
+    // Lane (g, c) holds input row t = c of rows g and g + 8 of each tile.
+    float* yt = y + static_cast<size_t>(c) * p.y_stride;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        if constexpr (M == Mode::GateUp) {
+            const int row = row0 + set * kTileRows + g + 8 * h;
+            if (row < p.rows) yt[row] = silu_f(total[0][h]) * total[1][h];
+        } else {
+#pragma unroll
+            for (int tile = 0; tile < kTiles; ++tile) {
+                const int row = row0 + set * kSetRows + tile * kTileRows + g + 8 * h;
+                if (row < p.rows) yt[row] = total[tile][h];
+            }
+        }
+    }
+#else
+    __trap();  // bulk copies and mbarrier transactions need sm_90; bulk_gemv_takes() checks
+#endif
+}
+
+bool bulk_disabled() {
+    static const bool disabled = [] {
+        const char* v = std::getenv("CHERENKOV_GEMV_BULK");
+        return v != nullptr && std::strcmp(v, "0") == 0;
+    }();
+    return disabled;
+}
+
+bool device_is_hopper_or_newer() {
+    static const bool ok = [] {
+        int device = 0;
+        int major = 0;
+        if (cudaGetDevice(&device) != cudaSuccess ||
+            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) !=
+                cudaSuccess) {
+            cudaGetLastError();
+            return false;
+        }
+        return major >= 9;
+    }();
+    return ok;
+}
+
+// The k_split rule of affine_gemv_mma.cu (the same warps' column ranges give the same sums).
+int k_split_for(int n_groups) {
+    return n_groups >= 20 ? 4 : n_groups >= 10 ? 2 : 1;
+}
+
+// A block's shared-memory plan for one matrix shape; total 0 when the shape is not taken.
+struct Plan {
+    Params p{};
+    size_t total = 0;
+};
+
+Plan plan_for(Mode mode, int bits, int group_size, int64_t rows, int64_t cols, int n_rows) {
+    Plan plan;
+    if (bulk_disabled() || n_rows < 1 || n_rows > kMaxGemvRows) return plan;
+    const bool shape_ok = (bits == 2 || bits == 4 || (bits == 8 && group_size == 64)) &&
+                          (group_size == 64 || group_size == 128);
+    if (!shape_ok || cols % group_size != 0 || cols > (int64_t{1} << 20) || rows < 1 ||
+        rows > (int64_t{1} << 30)) {
+        return plan;
+    }
+    Params& p = plan.p;
+    p.rows = static_cast<int>(rows);
+    p.n_groups = static_cast<int>(cols / group_size);
+    p.k_split = k_split_for(p.n_groups);
+    p.groups_per_part = (p.n_groups + p.k_split - 1) / p.k_split;
+    const int sets_per_block = kWarps / p.k_split;
+    const int n_mats = mode == Mode::GateUp ? 2 : 1;
+    p.mat_rows = sets_per_block * (mode == Mode::GateUp ? kTileRows : kTiles * kTileRows);
+    const int group_bytes = group_size * bits / 8;
+    p.row_bytes = p.n_groups * group_bytes;
+    const int chunk_bytes = group_bytes / 4;
+    p.code_stride = (p.row_bytes + 127) / 128 * 128 + (4 * chunk_bytes) % 128;
+    p.param_bytes = (p.mat_rows * p.n_groups * 2 + 15) / 16 * 16 + 32;
+    const size_t codes = static_cast<size_t>(n_mats) * p.mat_rows * p.code_stride;
+    p.params_offset = static_cast<int>(std::max(codes, kPartialBytes));
+    p.b_offset = p.params_offset + 2 * n_mats * p.param_bytes;
+    const size_t b_bytes =
+        static_cast<size_t>(p.n_groups) * (group_size / 16) * 8 * n_rows * sizeof(uint2);
+    const size_t total = static_cast<size_t>(p.b_offset) + b_bytes;
+    if (total > kMaxSharedBytes || !device_is_hopper_or_newer()) return plan;
+    plan.total = total;
+    return plan;
+}
+
+template <int Bits, int G, int R, Mode M>
+void launch_one(unsigned blocks, unsigned experts, const Params& p, size_t smem,
+                cudaStream_t stream) {
+    auto* kernel = bulk_gemv_kernel<Bits, G, R, M>;
+    static const bool configured = [&] {  // once per kernel: the largest plan any shape gets
+        CHERENKOV_CUDA_CHECK(cudaFuncSetAttribute(kernel,
+                                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                  static_cast<int>(kMaxSharedBytes)));
+        return true;
+    }();
+    (void)configured;
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(blocks, experts);
+    config.blockDim = dim3(kThreads);
+    config.dynamicSmemBytes = smem;
+    config.stream = stream;
+    cudaLaunchAttribute attribute{};
+    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute.val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    CHERENKOV_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, p));
+}
+
+template <Mode M>
+void launch(int bits, int group_size, int n_rows, unsigned experts, const Plan& plan,
+            cudaStream_t stream) {
+    const unsigned blocks =
+        static_cast<unsigned>((plan.p.rows + plan.p.mat_rows - 1) / plan.p.mat_rows);
+    // Runtime (bits, group, rows) → template arguments, once per call.
+    auto with = [&](auto bits_c, auto group_c) {
+        constexpr int kB = decltype(bits_c)::value;
+        constexpr int kG = decltype(group_c)::value;
+        switch (n_rows) {
+            case 1: launch_one<kB, kG, 1, M>(blocks, experts, plan.p, plan.total, stream); break;
+            case 2: launch_one<kB, kG, 2, M>(blocks, experts, plan.p, plan.total, stream); break;
+            case 3: launch_one<kB, kG, 3, M>(blocks, experts, plan.p, plan.total, stream); break;
+            case 4: launch_one<kB, kG, 4, M>(blocks, experts, plan.p, plan.total, stream); break;
+            default: throw_internal("[bulk_gemv] unchecked row count");
+        }
+    };
+    switch (bits * 1000 + group_size) {
+        case 2064: with(std::integral_constant<int, 2>{}, std::integral_constant<int, 64>{}); break;
+        case 2128:
+            with(std::integral_constant<int, 2>{}, std::integral_constant<int, 128>{});
+            break;
+        case 4064: with(std::integral_constant<int, 4>{}, std::integral_constant<int, 64>{}); break;
+        case 4128:
+            with(std::integral_constant<int, 4>{}, std::integral_constant<int, 128>{});
+            break;
+        case 8064: with(std::integral_constant<int, 8>{}, std::integral_constant<int, 64>{}); break;
+        default: throw_internal("[bulk_gemv] unchecked bit width or group size");
+    }
+}
+
+Plan checked_plan(Mode mode, int bits, int group_size, int64_t rows, int64_t cols, int n_rows,
+                  const char* what) {
+    Plan plan = plan_for(mode, bits, group_size, rows, cols, n_rows);
+    if (plan.total == 0) throw_internal(std::string("[") + what + "] shape not taken");
+    return plan;
+}
+
+}  // namespace
+
+bool bulk_gemv_takes(int bits, int group_size, int64_t rows, int64_t cols, int n_rows) {
+    return plan_for(Mode::Dense, bits, group_size, rows, cols, n_rows).total != 0;
+}
+
+bool bulk_experts_take(const ExpertShape& shape, int n_rows) {
+    return plan_for(Mode::GateUp, shape.bits, shape.group_size, shape.intermediate, shape.hidden,
+                    n_rows)
+                   .total != 0 &&
+           plan_for(Mode::Down, shape.bits, shape.group_size, shape.hidden, shape.intermediate,
+                    n_rows)
+                   .total != 0;
+}
+
+void bulk_gemv_dense(const DeviceAffineMatrix& w, const float* x, size_t x_stride, int n_rows,
+                     float* y, size_t y_stride, void* stream) {
+    Plan plan =
+        checked_plan(Mode::Dense, w.bits, w.group_size, w.rows, w.cols, n_rows, "bulk_gemv_dense");
+    plan.p.codes = w.codes;
+    plan.p.scales = w.scales;
+    plan.p.biases = w.biases;
+    plan.p.x = x;
+    plan.p.x_stride = x_stride;
+    plan.p.y = y;
+    plan.p.y_stride = y_stride;
+    launch<Mode::Dense>(w.bits, w.group_size, n_rows, 1, plan, static_cast<cudaStream_t>(stream));
+}
+
+void bulk_experts_gate_up(const ExpertShape& shape, const ExpertAddress* table, int n_experts,
+                          const float* x, int n_rows, float* h, void* stream) {
+    Plan plan = checked_plan(Mode::GateUp, shape.bits, shape.group_size, shape.intermediate,
+                             shape.hidden, n_rows, "bulk_experts_gate_up");
+    plan.p.table = table;
+    plan.p.x = x;
+    plan.p.x_stride = static_cast<size_t>(shape.hidden);
+    plan.p.y = h;
+    plan.p.y_stride = static_cast<size_t>(shape.intermediate);
+    plan.p.y_expert_stride = static_cast<size_t>(n_rows) * plan.p.y_stride;
+    launch<Mode::GateUp>(shape.bits, shape.group_size, n_rows, static_cast<unsigned>(n_experts),
+                         plan, static_cast<cudaStream_t>(stream));
+}
+
+void bulk_experts_down(const ExpertShape& shape, const ExpertAddress* table, int n_experts,
+                       const float* h, int n_rows, float* parts, void* stream) {
+    Plan plan = checked_plan(Mode::Down, shape.bits, shape.group_size, shape.hidden,
+                             shape.intermediate, n_rows, "bulk_experts_down");
+    plan.p.table = table;
+    plan.p.x = h;
+    plan.p.x_stride = static_cast<size_t>(shape.intermediate);
+    plan.p.x_expert_stride = static_cast<size_t>(n_rows) * plan.p.x_stride;
+    plan.p.y = parts;
+    plan.p.y_stride = static_cast<size_t>(shape.hidden);
+    plan.p.y_expert_stride = static_cast<size_t>(n_rows) * plan.p.y_stride;
+    launch<Mode::Down>(shape.bits, shape.group_size, n_rows, static_cast<unsigned>(n_experts), plan,
+                       static_cast<cudaStream_t>(stream));
+}
+
+}  // namespace cherenkov::engine::cuda

@@ -1,0 +1,43 @@
+// Hopper decode GEMV for MLX-affine weights, fed by the bulk copy engine (used by affine_gemv.cu;
+// see affine_gemv.h for the format and the public API). The same arithmetic as the tensor-core
+// kernels of affine_gemv_mma.h, in the same order, so its results are bitwise those of
+// mma_gemv_dense / mma_experts_*; what differs is how the weights arrive. Each block asks for
+// all of its rows' codes, scales and biases at once with cp.async.bulk (a few hundred copies
+// from one warp, completing on mbarriers in two phases), so a launch has its whole working set in
+// flight from its first microsecond instead of the two groups per lane a register pipeline
+// holds; the second phase's bytes land while the first phase is multiplied. Launches use
+// programmatic dependent launch: the down launch (and dense matrices, whose weights never change)
+// start their weight copies while the previous kernel finishes, and wait for it only before
+// reading x. Needs sm_90; the caller falls back to the tensor-core kernels elsewhere, when a
+// block's rows do not fit the shared-memory budget, or with CHERENKOV_GEMV_BULK=0.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "engine/cuda/affine_gemv.h"
+
+namespace cherenkov::engine::cuda {
+
+// Whether the bulk kernels take a matrix of `rows` × `cols` (one expert matrix or a dense one)
+// at this (bits, group size, rows of x) on the current device.
+bool bulk_gemv_takes(int bits, int group_size, int64_t rows, int64_t cols, int n_rows);
+
+// Both expert launches (gate/up with SwiGLU, then down) of `shape` at n_rows.
+bool bulk_experts_take(const ExpertShape& shape, int n_rows);
+
+// y[t·y_stride + r] = W[r]·x[t]   (as affine_gemv).
+void bulk_gemv_dense(const DeviceAffineMatrix& w, const float* x, size_t x_stride, int n_rows,
+                     float* y, size_t y_stride, void* stream);
+
+// h[e][t] = silu(gate_e·x_t) ⊙ (up_e·x_t) for every e < n_experts, t < n_rows.
+// x: [n_rows, hidden]; h: [n_experts, n_rows, intermediate].
+void bulk_experts_gate_up(const ExpertShape& shape, const ExpertAddress* table, int n_experts,
+                          const float* x, int n_rows, float* h, void* stream);
+
+// parts[e][t] = down_e·h[e][t]. h: [n_experts, n_rows, intermediate];
+// parts: [n_experts, n_rows, hidden].
+void bulk_experts_down(const ExpertShape& shape, const ExpertAddress* table, int n_experts,
+                       const float* h, int n_rows, float* parts, void* stream);
+
+}  // namespace cherenkov::engine::cuda
