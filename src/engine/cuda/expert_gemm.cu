@@ -175,6 +175,8 @@ __device__ __forceinline__ void build_chunk(SharedChunk& sc, const float* const*
 
 // grid: (tiles, row blocks); block: kThreads. Warp w of row block y owns the row set
 // y·kWarps + w: 16 rows of gate and of up (GateUp) or 32 rows of down (Down).
+// ptxas (CUDA 13, -Xptxas -v): 136-166 registers on sm_90 and 127-160 on sm_80, no spills,
+// 33472 bytes of static shared memory; the bound of 3 blocks per SM caps registers at 168.
 template <int Bits, int G, Mode M>
 __global__ void __launch_bounds__(kThreads, 3) expert_gemm_kernel(const Params p) {
     using S = CodeShape<Bits, G>;
