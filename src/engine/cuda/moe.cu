@@ -2,11 +2,15 @@
 // router and top-k on the device, one read-back of the routing (and the next layer's predicted
 // routing) per layer, routed experts from the host ExpertSource copied into the DeviceExpertPool
 // and computed as they arrive into per-(row, slot) outputs, then one combine kernel that sums
-// them in increasing expert index (the CPU's order) and adds the gated shared expert.
+// them in increasing expert index (the CPU's order) and adds the gated shared expert. Decode
+// (≤ 4 rows) groups experts into affine_experts_swiglu_parts launches; prefill groups them into
+// the token-tiled expert_gemm launches, computing experts one at a time only for shapes those
+// kernels do not take.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <span>
@@ -17,6 +21,8 @@
 #include "engine/cuda/device_expert_pool.h"
 #include "engine/cuda/device_layers.cuh"
 #include "engine/cuda/device_math.cuh"
+#include "engine/cuda/expert_gemm.h"
+#include "engine/cuda/expert_group.h"
 #include "engine/experts/expert_source.h"
 
 namespace cherenkov::engine::cuda {
@@ -228,15 +234,20 @@ struct StagingLayout {
     size_t combine = 0;   // part rows [T·k] int32, then part weights [T·k] float
     size_t slots = 0;     // [T·k] int32: the (row, slot) indices grouped by expert
     size_t tables = 0;    // ExpertAddress [min(E, T·k)]
+    size_t tiles = 0;     // ExpertTokenTile [n_tiles]: prefill's grouped launches
+    size_t n_tiles = 0;
     size_t total = 0;
 
     StagingLayout(int64_t tk, int n_routings, int64_t n_experts) {
         const auto align = [](size_t v) { return (v + 15) / 16 * 16; };
         const auto words = static_cast<size_t>(tk) * 4;
+        const auto n_union = static_cast<size_t>(std::min(n_experts, tk));
         combine = align(readback + static_cast<size_t>(n_routings) * 2 * words);
         slots = align(combine + 2 * words);
         tables = align(slots + words);
-        total = tables + static_cast<size_t>(std::min(n_experts, tk)) * sizeof(ExpertAddress);
+        tiles = align(tables + n_union * sizeof(ExpertAddress));
+        n_tiles = static_cast<size_t>(max_expert_token_tiles(tk, static_cast<int64_t>(n_union)));
+        total = tiles + n_tiles * sizeof(ExpertTokenTile);
     }
 };
 
@@ -288,6 +299,13 @@ private:
     void run_prefill(int32_t expert, const ExpertWeights& host);
     void use_decode(int32_t expert, const DeviceExpert& device);
     void use_prefill(int32_t expert, const DeviceExpert& device);
+    void flush_prefill();
+    void compute_alone(int32_t expert, const DeviceExpert& device);
+    // Flushes whichever group is pending before an expert of `bits` is pinned: one launch takes
+    // one precision, and the release after a launch must not unpin the next expert's slot
+    // before its own kernels are queued.
+    void before_acquire(int bits);
+    void flush() { decode_ ? flush_decode() : flush_prefill(); }
 
     const DeviceMoeWeights& weights_;
     const DeviceContext& ctx_;
@@ -314,17 +332,22 @@ private:
     int n_table_ = 0;
     int first_pending_ = 0;
     ExpertShape pending_shape_;
-    // Prefill: the (row, slot) indices by expert on the device, and per-expert work arrays.
+    // Prefill: the (row, slot) indices by expert on the device; the grouped launches' pending
+    // experts, token tiles on the device and h [T·k, I] (also tables_, pending_shape_); per
+    // bits, whether expert_gemm takes them; the one-expert path's work arrays.
     std::unique_ptr<DeviceScratch<int32_t>> slots_;
+    std::optional<ExpertGroup> prefill_group_;
+    std::unique_ptr<DeviceScratch<ExpertTokenTile>> tiles_;
+    bool grouped_bits_[9] = {};
     std::unique_ptr<DeviceScratch<float>> xg_, gg_, ug_, yg_;
 };
 
 void RoutedExperts::prepare(size_t n_union) {
     const cudaStream_t stream = ctx_.stream;
     const auto h = static_cast<size_t>(hidden_);
-    const auto inter = static_cast<size_t>(inter_);
-    const auto t = static_cast<size_t>(n_rows_);
     if (decode_) {
+        const auto inter = static_cast<size_t>(inter_);
+        const auto t = static_cast<size_t>(n_rows_);
         group_ = static_cast<int>(std::min<int64_t>(kDecodeGroup, pool_.n_slots()));
         parts_ = std::make_unique<DeviceScratch<float>>(n_union * t * h, stream);
         tables_ = std::make_unique<DeviceScratch<ExpertAddress>>(n_union, stream);
@@ -345,10 +368,17 @@ void RoutedExperts::prepare(size_t n_union) {
     CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(slots_->data(), slots, tk * sizeof(int32_t),
                                          cudaMemcpyHostToDevice, stream));
     parts_ = std::make_unique<DeviceScratch<float>>(tk * h, stream);
-    xg_ = std::make_unique<DeviceScratch<float>>(t * h, stream);
-    gg_ = std::make_unique<DeviceScratch<float>>(t * inter, stream);
-    ug_ = std::make_unique<DeviceScratch<float>>(t * inter, stream);
-    yg_ = std::make_unique<DeviceScratch<float>>(t * h, stream);
+    tables_ = std::make_unique<DeviceScratch<ExpertAddress>>(n_union, stream);
+    tiles_ = std::make_unique<DeviceScratch<ExpertTokenTile>>(layout_.n_tiles, stream);
+    // A group may pin every slot: misses are acquired only after a full group's flush.
+    const int capacity = static_cast<int>(std::min<int64_t>(pool_.n_slots(), INT_MAX));
+    auto* tiles = reinterpret_cast<ExpertTokenTile*>(staging_ + layout_.tiles);
+    prefill_group_.emplace(std::span<ExpertTokenTile>(tiles, layout_.n_tiles), capacity);
+    const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+    for (const int bits : {2, 3, 4, 8}) {
+        const ExpertShape shape{hidden_, inter_, bits, pool_.layout().group_size};
+        grouped_bits_[bits] = aligned(mix_) && expert_gemm_takes(shape);
+    }
 }
 
 void RoutedExperts::run(std::span<const ExpertRequest> requests) {
@@ -358,7 +388,7 @@ void RoutedExperts::run(std::span<const ExpertRequest> requests) {
     const int bits = pool_.layout().bits;
     std::vector<ExpertRequest> missing;
     for (const ExpertRequest& q : requests) {
-        if (decode_ && n_table_ > first_pending_ && pending_shape_.bits != bits) flush_decode();
+        before_acquire(bits);
         const std::optional<DeviceExpert> device =
             pool_.acquire_resident(weights_.table_layer, q.expert, bits);
         if (!device) {
@@ -369,7 +399,7 @@ void RoutedExperts::run(std::span<const ExpertRequest> requests) {
             use_prefill(q.expert, *device);
         }
     }
-    if (decode_) flush_decode();
+    flush();
     const size_t group = std::max<size_t>(ctx_.experts->max_batch_experts(), 1);
     for (size_t first = 0; first < missing.size(); first += group) {
         const std::span<const ExpertRequest> part = std::span<const ExpertRequest>(missing).subspan(
@@ -386,16 +416,24 @@ void RoutedExperts::run(std::span<const ExpertRequest> requests) {
                 run_prefill(id, expert);
             }
         }
-        if (decode_) flush_decode();
+        flush();
         pool_.wait_host_copies();
         // Requests cut by the source (batch->cut_requests()) stay undelivered: part_base −1.
     }
 }
 
+void RoutedExperts::before_acquire(int bits) {
+    if (decode_) {
+        if (n_table_ > first_pending_ && bits != pending_shape_.bits) flush_decode();
+    } else if (!prefill_group_->accepts(bits)) {
+        // Also empties the group before an expert of bits expert_gemm does not take, whose
+        // one-at-a-time path releases the pins.
+        flush_prefill();
+    }
+}
+
 void RoutedExperts::add_decode(int32_t expert, const ExpertWeights& host) {
-    // One launch takes one precision; flush before acquiring so that the release after the
-    // launch does not unpin this expert's slot before its own kernels are queued.
-    if (n_table_ > first_pending_ && host.bits != pending_shape_.bits) flush_decode();
+    before_acquire(host.bits);
     use_decode(expert, pool_.acquire(weights_.table_layer, expert, host));
 }
 
@@ -425,13 +463,67 @@ void RoutedExperts::flush_decode() {
 }
 
 void RoutedExperts::run_prefill(int32_t expert, const ExpertWeights& host) {
+    before_acquire(host.bits);
     use_prefill(expert, pool_.acquire(weights_.table_layer, expert, host));
 }
 
 void RoutedExperts::use_prefill(int32_t expert, const DeviceExpert& device) {
+    if (!grouped_bits_[device.shape.bits]) {
+        compute_alone(expert, device);
+        return;
+    }
+    const int32_t first = first_slot_[static_cast<size_t>(expert)];
+    const int32_t n = first_slot_[static_cast<size_t>(expert) + 1] - first;
+    const int32_t entry = prefill_group_->add(device.shape.bits, first, n);
+    auto* tables = reinterpret_cast<ExpertAddress*>(staging_ + layout_.tables);
+    tables[entry] = device.address;
+    pending_shape_ = device.shape;
+    part_base_[static_cast<size_t>(expert)] = 0;
+    if (prefill_group_->full()) flush_prefill();
+}
+
+void RoutedExperts::flush_prefill() {
+    ExpertGroup& group = *prefill_group_;
+    if (group.empty()) return;
+    const cudaStream_t stream = ctx_.stream;
+    const int32_t first_entry = group.first_entry();
+    const int32_t first_tile = group.first_tile();
+    const auto n_entries = static_cast<size_t>(group.n_entries() - first_entry);
+    const auto n_tiles = static_cast<size_t>(group.n_tiles() - first_tile);
+    const auto* tables = reinterpret_cast<const ExpertAddress*>(staging_ + layout_.tables);
+    CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(tables_->data() + first_entry, tables + first_entry,
+                                         n_entries * sizeof(ExpertAddress), cudaMemcpyHostToDevice,
+                                         stream));
+    CHERENKOV_CUDA_CHECK(
+        cudaMemcpyAsync(tiles_->data() + first_tile, group.tiles().data() + first_tile,
+                        n_tiles * sizeof(ExpertTokenTile), cudaMemcpyHostToDevice, stream));
+    if (!h_) {  // [T·k, I], rows indexed like parts_
+        h_ = std::make_unique<DeviceScratch<float>>(static_cast<size_t>(n_rows_ * top_ * inter_),
+                                                    stream);
+    }
+    const ExpertGemmTiles launch{pending_shape_, tables_->data(), tiles_->data() + first_tile,
+                                 static_cast<int>(n_tiles), slots_->data()};
+    expert_gemm_gate_up(launch, mix_, static_cast<int>(top_), h_->data(), stream);
+    expert_gemm_down(launch, h_->data(), parts_->data(), stream);
+    pool_.release_pinned();
+    group.launched();
+}
+
+// One expert's (row, slot)s gathered, multiplied by affine_matmul and scattered back: for the
+// shapes expert_gemm does not take (3 bits, group 32, devices before sm_80).
+void RoutedExperts::compute_alone(int32_t expert, const DeviceExpert& device) {
     const cudaStream_t stream = ctx_.stream;
     const int32_t first = first_slot_[static_cast<size_t>(expert)];
     const int32_t n = first_slot_[static_cast<size_t>(expert) + 1] - first;
+    if (!xg_) {
+        const auto h = static_cast<size_t>(hidden_);
+        const auto inter = static_cast<size_t>(inter_);
+        const auto t = static_cast<size_t>(n_rows_);
+        xg_ = std::make_unique<DeviceScratch<float>>(t * h, stream);
+        gg_ = std::make_unique<DeviceScratch<float>>(t * inter, stream);
+        ug_ = std::make_unique<DeviceScratch<float>>(t * inter, stream);
+        yg_ = std::make_unique<DeviceScratch<float>>(t * h, stream);
+    }
     if (n > 0) {
         const int32_t* slots = slots_->data() + first;
         const dim3 grid(blocks(hidden_, kElementwiseThreads), static_cast<unsigned>(n));

@@ -1,0 +1,56 @@
+// Grouped tensor-core GEMM for the routed experts of a prefill call (issue 9): every pending
+// expert's (row, slot) list is multiplied by its gate/up and then its down matrix in two
+// launches, tokens grouped by expert, so each expert's weights are read once per token tile of
+// up to kExpertTokenTile rows instead of once per 4 rows. Same results contract as the decode
+// GEMV (affine_gemv_mma.h): float32 in and out, codes as exact bf16 integers times x split into
+// bf16 hi + lo on the tensor cores, scale·Σqx + bias·Σx per group in float32, and every output
+// summed in an order fixed by the shapes (bitwise reproducible, independent of which other
+// experts or tokens share the launch). Plain C++ API: device pointers, and a cudaStream_t passed
+// as void*. Built from expert_gemm.cu with CUDA, or from expert_gemm_unavailable.cpp without it,
+// where the launches throw "built without CUDA".
+#pragma once
+
+#include <cstdint>
+
+#include "engine/cuda/affine_gemv.h"
+
+namespace cherenkov::engine::cuda {
+
+// Tokens of one block: two mma n-blocks of 8.
+constexpr int kExpertTokenTile = 16;
+
+// One block's share of the tokens: (row, slot) indices slots[first, first + count) of the expert
+// at address-table entry `expert`, count in 1..kExpertTokenTile.
+struct ExpertTokenTile {
+    int32_t expert;
+    int32_t first;
+    int32_t count;
+};
+
+// Whether the grouped kernels take experts of this shape on the current device: bits 2 and 4
+// with group 64 or 128, bits 8 with group 64, sm_80 or newer. Elsewhere the caller computes the
+// experts one at a time (affine_matmul).
+bool expert_gemm_takes(const ExpertShape& shape);
+
+// The tensors both launches share. table: device ExpertAddress [*], all experts of `shape`;
+// tiles: device ExpertTokenTile [n_tiles]; slots: device int32 [T·k], the (row, slot) indices
+// i = row·top + slot grouped by expert.
+struct ExpertGemmTiles {
+    ExpertShape shape;
+    const ExpertAddress* table = nullptr;
+    const ExpertTokenTile* tiles = nullptr;
+    int n_tiles = 0;
+    const int32_t* slots = nullptr;
+};
+
+// h[i] = silu(gate_e·mix[i / top]) ⊙ (up_e·mix[i / top]) for every i of every tile (e the
+// tile's expert). mix: device float [T, hidden], 16-byte aligned; h: device float
+// [T·k, intermediate] (rows not in a tile are left as they are).
+void expert_gemm_gate_up(const ExpertGemmTiles& tiles, const float* mix, int top, float* h,
+                         void* stream);
+
+// parts[i] = down_e·h[i] for every i of every tile. h: device float [T·k, intermediate],
+// 16-byte aligned; parts: device float [T·k, hidden].
+void expert_gemm_down(const ExpertGemmTiles& tiles, const float* h, float* parts, void* stream);
+
+}  // namespace cherenkov::engine::cuda
