@@ -1,9 +1,11 @@
-// Bulk-copy tensor-core decode GEMV (affine_gemv_bulk.h). Why: the register-pipelined kernels of
-// affine_gemv_mma.cu keep two groups per lane in flight, so a warp's ten groups take five memory
-// round trips and the expert launches reach a quarter of the HBM bandwidth
-// (docs/gemv-tensor-core.md). Here the bytes in flight are set by shared memory, not registers: a
-// block copies every row it owns (whole K) into shared memory with cp.async.bulk, issued at once by
-// one warp.
+// Bulk-loaded tensor-core decode GEMV (affine_gemv_bulk.h). Why: the register-pipelined kernels
+// of affine_gemv_mma.cu keep two groups per lane in flight, so a warp's ten groups take five
+// memory round trips and the expert launches reach a quarter of the HBM bandwidth
+// (docs/gemv-tensor-core.md). Here the bytes in flight are set by shared memory, not registers:
+// every thread of a block issues its share of the block's rows (whole K) as 16-byte cp.async
+// copies at the start, a dozen per thread, and nothing waits until they are all asked for.
+// (cp.async.bulk was tried first: one bulk copy per row piece, ~500 per block, ran at half the
+// speed of the register pipeline; the copy engine's cost per request dominates small pieces.)
 //
 // Block: 8 warps = sets_per_block tile sets × k_split warps (the k_split rule, the column ranges
 // and the order of every sum are those of affine_gemv_mma.cu, so results are bitwise equal). A
@@ -14,8 +16,8 @@
 //   params  [n_mats][scales, biases]          the rows' bf16 parameters, each region copied as
 //                                              the 16-byte-aligned span around them
 //   B       [steps][8R] uint2                 x as bf16 hi/lo fragments, built by the whole block
-// Each row's codes are copied in 2·k_split pieces (each warp's column range in two halves); the
-// first halves complete on mbarrier 0, the second on mbarrier 1, so warps multiply their first
+// Each warp's column range is cut in two halves: the first halves of every row (and the
+// parameters) are one cp.async group, the second halves another, so warps multiply their first
 // half while the second is still arriving. After the loop the codes region holds the k_split
 // partial sums.
 #include <cuda_bf16.h>
@@ -38,10 +40,11 @@ constexpr int kWarps = 8;
 constexpr int kThreads = 32 * kWarps;
 constexpr int kTileRows = 16;
 constexpr int kTiles = 2;   // 16-row tiles per warp
-constexpr int kPhases = 2;  // mbarriers: first and second half of every warp's column range
+constexpr int kPhases = 2;  // copy groups: first and second half of every warp's column range
 // Two blocks per SM: 228 KB of shared memory per SM, less 1 KB the system keeps per block.
 constexpr size_t kMaxSharedBytes = size_t{113} << 10;
 constexpr size_t kPartialBytes = sizeof(float) * kWarps * kTiles * 2 * 32;
+constexpr int kMaxChunkSlots = 4;  // 16-byte chunks of a row per lane: rows up to 2 KB
 
 enum class Mode { Dense, GateUp, Down };
 
@@ -68,32 +71,7 @@ struct Params {
     size_t y_expert_stride;
 };
 
-// ---- mbarrier, bulk copy and grid-dependency primitives (sm_90) ----
-
-__device__ __forceinline__ uint32_t shared_address(const void* p) {
-    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void mbarrier_init(uint32_t bar, uint32_t arrivals) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(arrivals) : "memory");
-}
-
-__device__ __forceinline__ void mbarrier_expect_bytes(uint32_t bar, uint32_t bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
-                 : "memory");
-}
-
-__device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t phase) {
-    uint32_t done = 0;
-    do {
-        asm volatile(
-            "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; "
-            "selp.u32 %0, 1, 0, p; }"
-            : "=r"(done)
-            : "r"(bar), "r"(phase)
-            : "memory");
-    } while (done == 0);
-}
+// ---- cp.async and grid-dependency primitives ----
 
 // Weights are read once per call: evict-first keeps them from pushing x out of L2.
 __device__ __forceinline__ uint64_t evict_first_policy() {
@@ -102,14 +80,22 @@ __device__ __forceinline__ uint64_t evict_first_policy() {
     return policy;
 }
 
-// bytes (a multiple of 16) from 16-byte-aligned global `src` to shared `dst`; completes on `bar`.
-__device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_t bytes,
-                                          uint32_t bar, uint64_t policy) {
-    asm volatile(
-        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint "
-        "[%0], [%1], %2, [%3], %4;" ::"r"(dst),
-        "l"(src), "r"(bytes), "r"(bar), "l"(policy)
-        : "memory");
+// 16 bytes from global to shared memory without passing through registers (sm_80+).
+__device__ __forceinline__ void copy_16(uint8_t* dst, const void* src, uint64_t policy) {
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(
+                     static_cast<uint32_t>(__cvta_generic_to_shared(dst))),
+                 "l"(src), "l"(policy)
+                 : "memory");
+}
+
+__device__ __forceinline__ void commit_copies() {
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+// Waits until at most `Pending` of this thread's committed copy groups are still in flight.
+template <int Pending>
+__device__ __forceinline__ void wait_copies() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(Pending) : "memory");
 }
 
 // Programmatic dependent launch: wait until the previous kernel in the stream has completed and
@@ -150,14 +136,16 @@ __device__ __forceinline__ int2 phase_groups(const Params& p, int part, int phas
     return phase == 0 ? make_int2(g0, min(half, g1)) : make_int2(min(half, g1), g1);
 }
 
-// Warp 0 asks for the block's rows: every matrix's codes, piece by piece in phase order, and
-// the parameter spans (phase 0). Lane 0 announces each phase's byte count first. Returns, in
-// param_skip, each parameter region's element offset of its first row.
+// The whole block asks for its rows: the parameter spans and every row's first-phase pieces
+// (committed as group 0), then the second-phase pieces (group 1). Each row has the same piece
+// layout, so a lane works out once which 16-byte chunks of a row it copies and their phases, and
+// warp w copies rows w, w + 8, …; consecutive lanes take consecutive chunks (coalesced).
+// Returns, in param_skip, each parameter region's element offset of its first row.
 template <int G, int Bits, Mode M>
 __device__ __forceinline__ void issue_copies(const Params& p, uint8_t* smem, int row0, int valid,
-                                             uint32_t bars, int lane, int (&param_skip)[2][2]) {
-    using S = CodeLayout<Bits, G>;
+                                             int warp, int lane, int (&param_skip)[2][2]) {
     constexpr int kMats = M == Mode::GateUp ? 2 : 1;
+    constexpr int kChunksPerGroup = CodeLayout<Bits, G>::kGroupBytes / 16;
     const uint8_t* codes[kMats];
     const uint16_t* params[kMats][2];
     if constexpr (M == Mode::Dense) {
@@ -179,11 +167,9 @@ __device__ __forceinline__ void issue_copies(const Params& p, uint8_t* smem, int
             params[0][1] = a.down_biases;
         }
     }
-    // The parameter span of each region, widened to 16-byte boundaries (bulk copies need them;
-    // the widened bytes share 16-byte blocks with real parameters, so they are mapped memory).
-    uintptr_t span_begin[kMats][2];
-    uint32_t span_bytes[kMats][2];
-    uint32_t phase_bytes[kPhases] = {0, 0};
+    const uint64_t policy = evict_first_policy();
+    // Parameter spans, widened to 16-byte boundaries (the widened bytes share 16-byte blocks
+    // with real parameters, so they are mapped memory).
 #pragma unroll
     for (int m = 0; m < kMats; ++m) {
 #pragma unroll
@@ -191,52 +177,39 @@ __device__ __forceinline__ void issue_copies(const Params& p, uint8_t* smem, int
             const auto begin =
                 reinterpret_cast<uintptr_t>(params[m][k] + static_cast<size_t>(row0) * p.n_groups);
             const uintptr_t end = begin + static_cast<uintptr_t>(valid) * p.n_groups * 2;
-            span_begin[m][k] = begin & ~uintptr_t{15};
-            span_bytes[m][k] =
-                static_cast<uint32_t>(((end + 15) & ~uintptr_t{15}) - span_begin[m][k]);
-            param_skip[m][k] = static_cast<int>((begin - span_begin[m][k]) / 2);
-            phase_bytes[0] += span_bytes[m][k];
+            const uintptr_t first = begin & ~uintptr_t{15};
+            const int chunks = static_cast<int>((((end + 15) & ~uintptr_t{15}) - first) / 16);
+            if (threadIdx.x == 0) param_skip[m][k] = static_cast<int>((begin - first) / 2);
+            uint8_t* dst = smem + p.params_offset + (2 * m + k) * p.param_bytes;
+            for (int i = static_cast<int>(threadIdx.x); i < chunks; i += kThreads) {
+                copy_16(dst + 16 * i, reinterpret_cast<const void*>(first + 16 * i), policy);
+            }
         }
+    }
+    // This lane's chunks of a row (lane, lane + 32, …) and the phase of each.
+    const int row_chunks = p.row_bytes / 16;
+    const int half = (p.groups_per_part + 1) / 2;
+    int phase_of[kMaxChunkSlots];
+#pragma unroll
+    for (int slot = 0; slot < kMaxChunkSlots; ++slot) {
+        const int chunk = lane + 32 * slot;
+        const int group = chunk / kChunksPerGroup;
+        phase_of[slot] = chunk >= row_chunks ? -1 : (group % p.groups_per_part < half ? 0 : 1);
     }
 #pragma unroll
     for (int phase = 0; phase < kPhases; ++phase) {
-        for (int part = 0; part < p.k_split; ++part) {
-            const int2 range = phase_groups(p, part, phase);
-            phase_bytes[phase] +=
-                static_cast<uint32_t>(kMats * valid * (range.y - range.x) * S::kGroupBytes);
-        }
-    }
-    if (lane == 0) {
+        for (int r = warp; r < kMats * valid; r += kWarps) {
+            const int m = r / valid;
+            const int row = r % valid;
+            const uint8_t* src = codes[m] + static_cast<size_t>(row0 + row) * p.row_bytes;
+            uint8_t* dst = smem + (m * p.mat_rows + row) * p.code_stride;
 #pragma unroll
-        for (int phase = 0; phase < kPhases; ++phase) {
-            // A phase without bytes still completes: the expect_tx arrival is its one arrival.
-            mbarrier_expect_bytes(bars + 8 * phase, phase_bytes[phase]);
+            for (int slot = 0; slot < kMaxChunkSlots; ++slot) {
+                const int chunk = lane + 32 * slot;
+                if (phase_of[slot] == phase) copy_16(dst + 16 * chunk, src + 16 * chunk, policy);
+            }
         }
-    }
-    __syncwarp();
-    const uint64_t policy = evict_first_policy();
-    const uint32_t base = shared_address(smem);
-    if (lane < kMats * 2) {
-        const int m = lane / 2;
-        const int k = lane % 2;
-        bulk_copy(base + p.params_offset + (2 * m + k) * p.param_bytes,
-                  reinterpret_cast<const void*>(span_begin[m][k]), span_bytes[m][k], bars, policy);
-    }
-    // Pieces in phase order, so the first halves reach the memory system first.
-    const int pieces_per_phase = kMats * valid * p.k_split;
-    for (int i = lane; i < kPhases * pieces_per_phase; i += 32) {
-        const int phase = i / pieces_per_phase;
-        const int rest = i % pieces_per_phase;
-        const int part = rest % p.k_split;
-        const int row = (rest / p.k_split) % valid;
-        const int m = rest / p.k_split / valid;
-        const int2 range = phase_groups(p, part, phase);
-        if (range.y <= range.x) continue;
-        const size_t offset = static_cast<size_t>(range.x) * S::kGroupBytes;
-        bulk_copy(base + (m * p.mat_rows + row) * p.code_stride + static_cast<uint32_t>(offset),
-                  codes[m] + static_cast<size_t>(row0 + row) * p.row_bytes + offset,
-                  static_cast<uint32_t>((range.y - range.x) * S::kGroupBytes), bars + 8 * phase,
-                  policy);
+        commit_copies();
     }
 }
 
@@ -247,7 +220,6 @@ __global__ void __launch_bounds__(kThreads, 2) bulk_gemv_kernel(const Params p) 
     using S = CodeLayout<Bits, G>;
 #if __CUDA_ARCH__ >= 900
     extern __shared__ __align__(128) uint8_t smem[];
-    __shared__ __align__(8) uint64_t bars[kPhases];
     __shared__ int param_skip[2][2];
 
     const int lane = static_cast<int>(threadIdx.x % 32);
@@ -256,19 +228,12 @@ __global__ void __launch_bounds__(kThreads, 2) bulk_gemv_kernel(const Params p) 
     const int c = lane & 3;
     const int row0 = static_cast<int>(blockIdx.x) * p.mat_rows;
     const int valid = min(p.mat_rows, p.rows - row0);
-    const uint32_t bar0 = shared_address(&bars[0]);
 
-    if (threadIdx.x == 0) {
-#pragma unroll
-        for (int phase = 0; phase < kPhases; ++phase) mbarrier_init(bar0 + 8 * phase, 1);
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
-    __syncthreads();
     // The gate/up table may have been written by the previous kernel: wait before reading it.
     // Down reads the table gate/up already read (its writer finished before gate/up let this
     // launch start), and dense weights never change: their copies start before the wait.
     if constexpr (M == Mode::GateUp) wait_for_previous_kernel();
-    if (warp == 0) issue_copies<G, Bits, M>(p, smem, row0, valid, bar0, lane, param_skip);
+    issue_copies<G, Bits, M>(p, smem, row0, valid, warp, lane, param_skip);
     if constexpr (M != Mode::GateUp) wait_for_previous_kernel();
     allow_next_kernel();
 
@@ -312,7 +277,12 @@ __global__ void __launch_bounds__(kThreads, 2) bulk_gemv_kernel(const Params p) 
     constexpr uint32_t kOnes = 0x3F803F80U;  // bf16 (1, 1)
 #pragma unroll
     for (int phase = 0; phase < kPhases; ++phase) {
-        mbarrier_wait(bar0 + 8 * phase, 0);
+        if (phase == 0) {
+            wait_copies<1>();
+        } else {
+            wait_copies<0>();
+        }
+        __syncthreads();  // every thread's copies of this phase have landed
         if (!active) continue;
         const int2 range = phase_groups(p, part, phase);
 #pragma unroll 2
@@ -404,7 +374,7 @@ __global__ void __launch_bounds__(kThreads, 2) bulk_gemv_kernel(const Params p) 
         }
     }
 #else
-    __trap();  // bulk copies and mbarrier transactions need sm_90; bulk_gemv_takes() checks
+    __trap();  // griddepcontrol needs sm_90; bulk_gemv_takes() checks the device
 #endif
 }
 
@@ -447,7 +417,8 @@ Plan plan_for(Mode mode, int bits, int group_size, int64_t rows, int64_t cols, i
     if (bulk_disabled() || n_rows < 1 || n_rows > kMaxGemvRows) return plan;
     const bool shape_ok = (bits == 2 || bits == 4 || (bits == 8 && group_size == 64)) &&
                           (group_size == 64 || group_size == 128);
-    if (!shape_ok || cols % group_size != 0 || cols > (int64_t{1} << 20) || rows < 1 ||
+    const int64_t row_bytes = cols * bits / 8;
+    if (!shape_ok || cols % group_size != 0 || row_bytes > 16 * 32 * kMaxChunkSlots || rows < 1 ||
         rows > (int64_t{1} << 30)) {
         return plan;
     }

@@ -1,15 +1,15 @@
-// Hopper decode GEMV for MLX-affine weights, fed by the bulk copy engine (used by affine_gemv.cu;
-// see affine_gemv.h for the format and the public API). The same arithmetic as the tensor-core
-// kernels of affine_gemv_mma.h, in the same order, so its results are bitwise those of
-// mma_gemv_dense / mma_experts_*; what differs is how the weights arrive. Each block asks for
-// all of its rows' codes, scales and biases at once with cp.async.bulk (a few hundred copies
-// from one warp, completing on mbarriers in two phases), so a launch has its whole working set in
-// flight from its first microsecond instead of the two groups per lane a register pipeline
-// holds; the second phase's bytes land while the first phase is multiplied. Launches use
-// programmatic dependent launch: the down launch (and dense matrices, whose weights never change)
-// start their weight copies while the previous kernel finishes, and wait for it only before
-// reading x. Needs sm_90; the caller falls back to the tensor-core kernels elsewhere, when a
-// block's rows do not fit the shared-memory budget, or with CHERENKOV_GEMV_BULK=0.
+// Hopper decode GEMV for MLX-affine weights with every weight of a launch asked for up front
+// (used by affine_gemv.cu; see affine_gemv.h for the format and the public API). The arithmetic
+// of the tensor-core kernels of affine_gemv_mma.h, in the same order, so its results are bitwise
+// those of mma_gemv_dense / mma_experts_*; what differs is how the weights arrive. Each block
+// copies all of its rows' codes, scales and biases into shared memory with cp.async at its start
+// (two copy groups: the first halves of the warps' column ranges are multiplied while the second
+// halves land), instead of the two groups per lane a register pipeline holds in flight. Launches
+// use programmatic dependent launch: the down launch (and dense matrices, whose weights never
+// change) start their weight copies while the previous kernel finishes and wait for it only
+// before reading x. Needs sm_90 (griddepcontrol); the caller falls back to the tensor-core
+// kernels elsewhere, when a block's rows do not fit the shared-memory budget, or with
+// CHERENKOV_GEMV_BULK=0.
 #pragma once
 
 #include <cstddef>
