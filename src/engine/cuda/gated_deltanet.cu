@@ -1,7 +1,9 @@
 // Gated DeltaNet on the GPU (spec/qwen4_exp.md §3.5), step for step as the CPU reference
 // engine/model/gated_deltanet.cpp: projections, causal conv + SiLU, q/k l2 norms, the delta-rule
-// recurrence token by token over every row of the call (so per-row snapshots exist and any
-// chunking gives the same result), the gated RMS norm and the out projection. All float32.
+// recurrence, the gated RMS norm and the out projection. All float32. The recurrence runs token
+// by token (below) for decode and verification calls, which need per-row snapshots, and for
+// short calls; prefill calls of kMinChunkedRows rows or more without snapshots use the chunked
+// form of delta_rule_chunked.cu instead, equal up to float rounding.
 // The recurrence keeps each thread's slice of S [dk, dv] in registers across the rows: a block
 // owns one value head and 32 value columns (one per lane, so state loads are coalesced), its 8
 // warps split the dk key rows, and the sums over dk are combined through shared memory in warp
@@ -15,6 +17,7 @@
 
 #include "base/error.h"
 #include "engine/cuda/cuda_check.cuh"
+#include "engine/cuda/delta_rule_chunked.cuh"
 #include "engine/cuda/device_buffer.h"
 #include "engine/cuda/device_layers.cuh"
 #include "engine/cuda/device_math.cuh"
@@ -29,6 +32,12 @@ constexpr int kElementwiseThreads = 256;
 constexpr int kCols = 32;        // value columns per recurrence block: lane = column
 constexpr int kKeySplit = 8;     // warps per recurrence block, each owning dk / 8 key rows
 constexpr float kL2Eps = 1e-6F;  // engine::l2_normalize: x / sqrt(Σx² + 1e-6)
+// Calls of at least this many rows (and no snapshots) take the chunked recurrence. Chosen without
+// measuring: the token-by-token kernel's time grows with the rows (three block barriers and a
+// dependent global load per row), while the chunked one costs two launches and, per 64-row
+// chunk, about as much latency as a few rows; 16 is well past that break-even, and decode and
+// verification calls (at most 4 rows) stay on the token-by-token kernel either way.
+constexpr int64_t kMinChunkedRows = 16;
 
 unsigned blocks_for(int64_t n, int threads) {
     return static_cast<unsigned>((n + threads - 1) / threads);
@@ -280,22 +289,42 @@ void gated_deltanet_forward(const DeviceGatedDeltaNetWeights& weights,
                                          q_scale);
     CHERENKOV_CUDA_CHECK(cudaGetLastError());
 
-    DeltaRuleParams params;
-    params.conv = conv;
-    params.b_raw = b_raw;
-    params.a_raw = a_raw;
-    params.a_log = weights.a_log;
-    params.dt_bias = weights.dt_bias;
-    params.state = state.recurrent;
-    params.heads = heads;
-    params.snapshots = ctx.gdn_recurrent_snapshots;
-    params.n_rows = n_rows;
-    params.conv_dim = conv_dim;
-    params.key_dim = key_dim;
-    params.n_value_heads = n_value_heads;
-    params.head_ratio = n_value_heads / n_key_heads;
-    params.dv = dv;
-    launch_delta_rule(params, dk, stream);
+    if (ctx.gdn_recurrent_snapshots == nullptr && n_rows >= kMinChunkedRows &&
+        delta_rule_chunked_supports(dk)) {
+        ChunkedDeltaRule chunked;
+        chunked.conv = conv;
+        chunked.b_raw = b_raw;
+        chunked.a_raw = a_raw;
+        chunked.a_log = weights.a_log;
+        chunked.dt_bias = weights.dt_bias;
+        chunked.state = state.recurrent;
+        chunked.heads = heads;
+        chunked.n_rows = n_rows;
+        chunked.conv_dim = conv_dim;
+        chunked.key_dim = key_dim;
+        chunked.n_value_heads = n_value_heads;
+        chunked.head_ratio = n_value_heads / n_key_heads;
+        chunked.dk = dk;
+        chunked.dv = dv;
+        delta_rule_chunked(chunked, stream);
+    } else {
+        DeltaRuleParams params;
+        params.conv = conv;
+        params.b_raw = b_raw;
+        params.a_raw = a_raw;
+        params.a_log = weights.a_log;
+        params.dt_bias = weights.dt_bias;
+        params.state = state.recurrent;
+        params.heads = heads;
+        params.snapshots = ctx.gdn_recurrent_snapshots;
+        params.n_rows = n_rows;
+        params.conv_dim = conv_dim;
+        params.key_dim = key_dim;
+        params.n_value_heads = n_value_heads;
+        params.head_ratio = n_value_heads / n_key_heads;
+        params.dv = dv;
+        launch_delta_rule(params, dk, stream);
+    }
 
     if (ctx.gdn_conv_snapshots != nullptr && kept > 0) {
         const int64_t n = n_rows * kept * conv_dim;

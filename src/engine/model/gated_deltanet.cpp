@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "engine/cpu/thread_pool.h"
+#include "engine/model/delta_rule.h"
 #include "engine/model/layers.h"
 
 namespace cherenkov::engine {
@@ -70,46 +71,30 @@ void gated_deltanet_forward(const GatedDeltaNetWeights& weights, GatedDeltaNetSt
 
     std::vector<float> heads(static_cast<size_t>(n_rows * value_dim));
     const auto body = [&](size_t begin, size_t end) {
-        std::vector<float> u(static_cast<size_t>(dv));
+        std::vector<float*> snapshot_rows(ctx.snapshots != nullptr ? static_cast<size_t>(n_rows)
+                                                                   : 0);
         for (size_t jj = begin; jj < end; ++jj) {
             const auto j = static_cast<int64_t>(jj);
             const int64_t hk = j / ratio;
-            float* s = state.recurrent.data() + j * dk * dv;
-            for (int64_t t = 0; t < n_rows; ++t) {
-                const float* row = conv.data() + t * conv_dim;
-                const float* q = row + hk * dk;
-                const float* k = row + key_dim + hk * dk;
-                const float* v = row + 2 * key_dim + j * dv;
-                const float g = std::exp(decay[static_cast<size_t>(t * n_value_heads + j)]);
-                const float b = beta[static_cast<size_t>(t * n_value_heads + j)];
-                for (int64_t i = 0; i < dk * dv; ++i) s[i] *= g;
-                std::fill(u.begin(), u.end(), 0.0F);
-                for (int64_t i = 0; i < dk; ++i) {
-                    const float ki = k[i];
-                    const float* si = s + i * dv;
-                    for (int64_t col = 0; col < dv; ++col)
-                        u[static_cast<size_t>(col)] += si[col] * ki;
-                }
-                for (int64_t col = 0; col < dv; ++col) {
-                    u[static_cast<size_t>(col)] = b * (v[col] - u[static_cast<size_t>(col)]);
-                }
-                float* o = heads.data() + t * value_dim + j * dv;
-                std::fill(o, o + dv, 0.0F);
-                for (int64_t i = 0; i < dk; ++i) {
-                    float* si = s + i * dv;
-                    const float ki = k[i];
-                    const float qi = q[i];
-                    for (int64_t col = 0; col < dv; ++col) {
-                        si[col] += ki * u[static_cast<size_t>(col)];
-                        o[col] += si[col] * qi;
-                    }
-                }
-                if (ctx.snapshots != nullptr) {
-                    auto& snap = (*ctx.snapshots)[static_cast<size_t>(t)]
-                                     .gdn[static_cast<size_t>(ctx.layer_index)];
-                    std::copy(s, s + dk * dv, snap.recurrent.begin() + j * dk * dv);
-                }
+            DeltaRuleInputs in;
+            in.n_rows = n_rows;
+            in.dk = dk;
+            in.dv = dv;
+            in.q = conv.data() + hk * dk;
+            in.k = conv.data() + key_dim + hk * dk;
+            in.v = conv.data() + 2 * key_dim + j * dv;
+            in.row_stride = conv_dim;
+            in.log_decay = decay.data() + j;
+            in.beta = beta.data() + j;
+            in.gate_stride = n_value_heads;
+            for (int64_t t = 0; t < static_cast<int64_t>(snapshot_rows.size()); ++t) {
+                auto& snap = (*ctx.snapshots)[static_cast<size_t>(t)]
+                                 .gdn[static_cast<size_t>(ctx.layer_index)];
+                snapshot_rows[static_cast<size_t>(t)] = snap.recurrent.data() + j * dk * dv;
             }
+            delta_rule_sequential(in, state.recurrent.data() + j * dk * dv, heads.data() + j * dv,
+                                  value_dim,
+                                  snapshot_rows.empty() ? nullptr : snapshot_rows.data());
         }
     };
     ctx.pool->parallel_for(static_cast<size_t>(n_value_heads), 1, body);

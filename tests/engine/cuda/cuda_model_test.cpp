@@ -179,7 +179,11 @@ TEST(CudaModel, CheckpointCopyAndRollbackContinueLikeAFreshRun) {
     const auto b = f.gpu->forward(copy, all.subspan(20), last).logits;
     EXPECT_EQ(a, b);
 
-    // Verify 3 rows with snapshots and keep 1: equals a run that saw only that row.
+    // Verify 3 rows with snapshots and keep 1: equals a run that saw only that row, up to
+    // rounding. The prefixes (20 and 21 rows) take the chunked GDN recurrence, whose rounding
+    // depends on where the call and its 64-row chunks start, and the verified row the
+    // token-by-token one, so the two states differ by float rounding (~1e-6 of their scale); a
+    // wrong snapshot or restore is off by far more than the bound.
     engine::SequenceState verified = f.gpu->new_sequence(256);
     f.gpu->forward(verified, all.first(20), last);
     engine::ForwardOptions snap;
@@ -191,7 +195,7 @@ TEST(CudaModel, CheckpointCopyAndRollbackContinueLikeAFreshRun) {
     engine::SequenceState plain = f.gpu->new_sequence(256);
     f.gpu->forward(plain, all.first(21), last);
     const auto expected = f.gpu->forward(plain, all.subspan(21), last).logits;
-    EXPECT_LE(max_abs_diff(after_rollback, expected), 1e-5F);
+    EXPECT_LE(max_abs_diff(after_rollback, expected), 1e-4F);
 }
 
 TEST(CudaModel, MtpCatchUpMatchesTheCpu) {

@@ -1,11 +1,16 @@
 // The device Gated DeltaNet (engine/cuda/gated_deltanet.cu) against the CPU layer
 // (engine::gated_deltanet_forward) on random Q4 weights and random states: the output, the final
 // recurrent and conv states and the per-row snapshots, on the Flash shape and small odd shapes
-// for 1, 3 and 37 rows, and one call of 5 rows against calls of 2 and 3 rows. Skips without a
-// device; in a build without CUDA it checks that the call says so.
+// for 1, 3 and 37 rows, and one call of 5 rows against calls of 2 and 3 rows. Calls of 16 rows or
+// more without snapshots take the chunked recurrence (delta_rule_chunked.cu): it is checked
+// against the CPU for 1-300 rows, against the device's token-by-token kernel (same projections,
+// so only the recurrence differs), across calls that switch between the two, and for identical
+// bits run to run. Skips without a device; in a build without CUDA it checks that the call says
+// so.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -246,9 +251,9 @@ Result run_gpu(const TestLayer& layer, const std::vector<float>& mix,
     return r;
 }
 
-// Checks every element against kTolerance; returns max |gpu − cpu| / rms(cpu).
+// Checks every element against `tolerance`; returns max |gpu − cpu| / rms(cpu).
 double compare(const std::vector<float>& gpu, const std::vector<float>& cpu,
-               const std::string& what) {
+               const std::string& what, double tolerance = kTolerance) {
     EXPECT_EQ(gpu.size(), cpu.size()) << what;
     if (gpu.size() != cpu.size() || cpu.empty()) return 0.0;
     double sum_squares = 0.0;
@@ -257,7 +262,7 @@ double compare(const std::vector<float>& gpu, const std::vector<float>& cpu,
     double worst = 0.0;
     for (size_t i = 0; i < cpu.size(); ++i) {
         const double diff = std::fabs(static_cast<double>(gpu[i]) - cpu[i]);
-        const double bound = kTolerance * (rms + std::fabs(cpu[i]));
+        const double bound = tolerance * (rms + std::fabs(cpu[i]));
         if (!(diff <= bound)) {  // NaN fails too
             ADD_FAILURE() << what << ": element " << i << " gpu=" << gpu[i] << " cpu=" << cpu[i]
                           << " (rms " << rms << ")";
@@ -266,6 +271,18 @@ double compare(const std::vector<float>& gpu, const std::vector<float>& cpu,
         worst = std::max(worst, diff / rms);
     }
     return worst;
+}
+
+// Bitwise equality, reporting the first differing element (EXPECT_EQ would print both vectors).
+void expect_same_bits(const std::vector<float>& a, const std::vector<float>& b,
+                      const std::string& what) {
+    ASSERT_EQ(a.size(), b.size()) << what;
+    for (size_t i = 0; i < a.size(); ++i) {
+        if (std::bit_cast<uint32_t>(a[i]) != std::bit_cast<uint32_t>(b[i])) {
+            ADD_FAILURE() << what << ": element " << i << " differs: " << a[i] << " vs " << b[i];
+            return;
+        }
+    }
 }
 
 void compare_results(const Result& gpu, const Result& cpu, const std::string& what) {
@@ -329,6 +346,87 @@ TEST_F(CudaGatedDeltaNet, OneCallOfFiveRowsMatchesCallsOfTwoAndThree) {
         compare_results(split, whole, std::string(shape.name) + " T=2+3 vs T=5 on the device");
         if (HasFailure()) return;
     }
+}
+
+// Row counts for the chunked recurrence: both sides of the kMinChunkedRows switch (16), partial
+// and whole 64-row chunks, and several chunks.
+const int64_t kChunkedRows[] = {1, 15, 16, 17, 63, 64, 65, 127, 128, 129, 200, 300};
+
+// The chunked path against the CPU's token-by-token layer, with the random initial state of
+// make_layer, on the Flash shape (dk = dv = 128, 16 key heads, 48 value heads).
+TEST_F(CudaGatedDeltaNet, ChunkedPrefillMatchesCpuOnFlashShape) {
+    const TestLayer layer = make_layer(kFlash, 300);
+    for (const int64_t n_rows : kChunkedRows) {
+        const auto mix = random_vector(static_cast<size_t>(n_rows * kFlash.hidden), 1.0F,
+                                       static_cast<uint64_t>(31 + n_rows));
+        const Result cpu = run_cpu(layer, mix, n_rows, false, &pool_);
+        const Result gpu = run_gpu(layer, mix, {n_rows}, false);
+        compare_results(gpu, cpu, "flash chunked T=" + std::to_string(n_rows));
+        if (HasFailure()) return;
+    }
+}
+
+// Partial 32-column tiles (dv 48, 80), dk 32 and 64, one and two value heads per key head.
+TEST_F(CudaGatedDeltaNet, ChunkedPrefillMatchesCpuOnSmallShapes) {
+    for (const Shape& shape : {kSmallSilu, kSmallSigmoid}) {
+        const TestLayer layer = make_layer(shape, 400);
+        for (const int64_t n_rows : {int64_t{16}, int64_t{64}, int64_t{65}, int64_t{150}}) {
+            const auto mix = random_vector(static_cast<size_t>(n_rows * shape.hidden), 1.0F,
+                                           static_cast<uint64_t>(41 + n_rows));
+            const Result cpu = run_cpu(layer, mix, n_rows, false, &pool_);
+            const Result gpu = run_gpu(layer, mix, {n_rows}, false);
+            compare_results(gpu, cpu,
+                            std::string(shape.name) + " chunked T=" + std::to_string(n_rows));
+            if (HasFailure()) return;
+        }
+    }
+}
+
+// Asking for snapshots keeps a call on the token-by-token kernel, so on the same device inputs
+// (the projections are the same bits) the two recurrences differ only by their rounding: about
+// 1e-5 of the scale (the CPU prototype in tests/engine/model/delta_rule_chunked_test.cpp shows
+// the same against the CPU recurrence), well inside 1e-4.
+TEST_F(CudaGatedDeltaNet, ChunkedRecurrenceMatchesTheTokenByTokenKernel) {
+    constexpr double kRecurrenceTolerance = 1e-4;
+    const TestLayer layer = make_layer(kFlash, 500);
+    for (const int64_t n_rows : {int64_t{16}, int64_t{65}, int64_t{300}}) {
+        const auto mix = random_vector(static_cast<size_t>(n_rows * kFlash.hidden), 1.0F,
+                                       static_cast<uint64_t>(51 + n_rows));
+        const Result sequential = run_gpu(layer, mix, {n_rows}, true);
+        const Result chunked = run_gpu(layer, mix, {n_rows}, false);
+        const std::string what = "flash T=" + std::to_string(n_rows) + " chunked vs token by token";
+        const double y = compare(chunked.y, sequential.y, what + " y", kRecurrenceTolerance);
+        const double recurrent = compare(chunked.state.recurrent, sequential.state.recurrent,
+                                         what + " recurrent state", kRecurrenceTolerance);
+        expect_same_bits(chunked.state.conv, sequential.state.conv, what + " conv state");
+        std::printf("%s: max |chunked-sequential|/rms: y %.3g, recurrent %.3g\n", what.c_str(), y,
+                    recurrent);
+        if (HasFailure()) return;
+    }
+}
+
+// The state carries across calls that switch recurrences: 300 rows as calls of 100 (chunked),
+// 7 (token by token), 64 and 129 (chunked) match the CPU's single call.
+TEST_F(CudaGatedDeltaNet, ChunkedAndTokenByTokenCallsChainLikeOneCall) {
+    for (const Shape& shape : {kSmallSigmoid, kFlash}) {
+        const TestLayer layer = make_layer(shape, 600);
+        const auto mix = random_vector(static_cast<size_t>(300 * shape.hidden), 1.0F, 66);
+        const Result cpu = run_cpu(layer, mix, 300, false, &pool_);
+        const Result gpu = run_gpu(layer, mix, {100, 7, 64, 129}, false);
+        compare_results(gpu, cpu, std::string(shape.name) + " T=100+7+64+129");
+        if (HasFailure()) return;
+    }
+}
+
+// Fixed reduction orders and no atomics: the chunked path gives the same bits twice.
+TEST_F(CudaGatedDeltaNet, ChunkedPrefillRepeatsBitForBit) {
+    const TestLayer layer = make_layer(kFlash, 700);
+    const auto mix = random_vector(static_cast<size_t>(200 * kFlash.hidden), 1.0F, 77);
+    const Result first = run_gpu(layer, mix, {200}, false);
+    const Result second = run_gpu(layer, mix, {200}, false);
+    expect_same_bits(first.y, second.y, "y");
+    expect_same_bits(first.state.recurrent, second.state.recurrent, "recurrent state");
+    expect_same_bits(first.state.conv, second.state.conv, "conv state");
 }
 
 // Without CUDA the test entry reports why instead of crashing.
