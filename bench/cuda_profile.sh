@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Profiles the CUDA backend on the GPU machine (from a .gpu/ made by scripts/gpu_package), for
 # kernel work rather than for reported figures (bench/cuda_bench.sh gives those):
-#   bench/cuda_profile.sh OUT_DIR [gemv|prefill|all]
+#   bench/cuda_profile.sh OUT_DIR [gemv|prefill|decode|all]
 # gemv:    the decode GEMV bench, then ncu on the routed-expert kernels (speed of light, occupancy,
 #          scheduler and warp-state sections) and the instruction mix of their SASS;
 # prefill: per-kernel GPU time (ncu gpu__time_duration) of `cherenkov bench` on a 4-layer
-#          synthetic store, summed by kernel name, prefill and decode together.
+#          synthetic store, summed by kernel name, prefill and decode together;
+# decode:  the same with a 16-token prompt and 24 generated tokens, so decode steps dominate.
 # ncu runs with --clock-control none: the card's clocks are left as they are.
 set -euo pipefail
 out=$1
@@ -28,15 +29,20 @@ if [[ $what == gemv || $what == all ]]; then
     fi
 fi
 
-if [[ $what == prefill || $what == all ]]; then
-    store_root=/tmp/cherenkov-profile
-    "$root/bench/make_synthetic_store.sh" "$store_root" 4 512 "$bin/cherenkov"
-    "$bin/cherenkov" bench "$store_root/store" --backend cuda --pool-gb max --prompt-tokens 256 \
-        --gen-tokens 16 --repeat 2 2>&1 | tail -5 | tee "$out/bench_plain.txt"
+# kernel_times NAME PROMPT GEN: per-kernel GPU time of one `cherenkov bench` run, by kernel name.
+kernel_times() {
+    local name=$1 prompt=$2 gen=$3
+    local store_root=/tmp/cherenkov-profile
+    if [[ ! -d $store_root/store ]]; then
+        "$root/bench/make_synthetic_store.sh" "$store_root" 4 512 "$bin/cherenkov"
+    fi
+    "$bin/cherenkov" bench "$store_root/store" --backend cuda --pool-gb max --prompt-tokens "$prompt" \
+        --gen-tokens "$gen" --repeat 2 2>&1 | tail -5 | tee "$out/bench_$name.txt"
     ncu "${ncu_flags[@]}" --metrics gpu__time_duration.sum --csv --print-units base \
         "$bin/cherenkov" bench "$store_root/store" --backend cuda --pool-gb max \
-        --prompt-tokens 256 --gen-tokens 16 --repeat 1 >"$out/prefill_ncu.csv" 2>"$out/prefill_ncu.log" || true
-    python3 - "$out/prefill_ncu.csv" <<'PY' | tee "$out/prefill_kernels.txt"
+        --prompt-tokens "$prompt" --gen-tokens "$gen" --repeat 1 >"$out/${name}_ncu.csv" \
+        2>"$out/${name}_ncu.log" || true
+    python3 - "$out/${name}_ncu.csv" <<'PY' | tee "$out/${name}_kernels.txt"
 import csv, collections, sys
 rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
 head = rows[0]
@@ -57,4 +63,7 @@ for name, ns in total.most_common(30):
     print(f"{name[:48]:48s} {count[name]:7d} {ns / 1e6:9.3f} {100 * ns / all_ns:5.1f}%")
 print(f"total {all_ns / 1e6:.3f} ms over {sum(count.values())} kernels")
 PY
-fi
+}
+
+if [[ $what == prefill || $what == all ]]; then kernel_times prefill 256 16; fi
+if [[ $what == decode || $what == all ]]; then kernel_times decode 16 24; fi

@@ -28,6 +28,7 @@
 #include "engine/cuda/affine_gemv_bulk.h"
 #include "engine/cuda/affine_gemv_mma.h"
 #include "engine/cuda/cuda_check.cuh"
+#include "engine/cuda/dependent_launch.cuh"
 
 namespace cherenkov::engine::cuda {
 namespace {
@@ -381,6 +382,7 @@ __global__ void __launch_bounds__(kThreads) affine_gemv_kernel(const GemvParams 
 // weights skipped. part: [n_experts, n_rows, hidden]; y: [n_rows, hidden].
 __global__ void combine_experts_kernel(const float* part, const float* weights, int n_experts,
                                        int n_rows, int hidden, float* y, bool accumulate) {
+    wait_for_previous_kernel();  // the down launch's parts
     const int index = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
     if (index >= n_rows * hidden) return;
     const int t = index / hidden;
@@ -623,9 +625,9 @@ void affine_experts_swiglu(const ExpertShape& shape, const ExpertAddress* table,
     float* part = scratch + static_cast<size_t>(n_experts) * n_rows * inter;  // [E, R, H]
     if (n_experts > 0) queue_expert_parts(shape, table, n_experts, x, n_rows, h, part, cs);
     const int outputs = n_rows * static_cast<int>(hidden);
-    combine_experts_kernel<<<(outputs + 255) / 256, 256, 0, cs>>>(
-        part, weights, n_experts, n_rows, static_cast<int>(hidden), y, accumulate);
-    CHERENKOV_CUDA_CHECK(cudaGetLastError());
+    // Launched early behind the down launch; waits for its parts in the kernel.
+    launch_dependent(combine_experts_kernel, dim3((outputs + 255) / 256), dim3(256), 0, cs, part,
+                     weights, n_experts, n_rows, static_cast<int>(hidden), y, accumulate);
 }
 
 void affine_experts_swiglu_parts(const ExpertShape& shape, const ExpertAddress* table,

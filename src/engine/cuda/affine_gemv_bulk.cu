@@ -31,6 +31,7 @@
 #include "engine/cuda/affine_gemv_bulk.h"
 #include "engine/cuda/affine_mma.cuh"
 #include "engine/cuda/cuda_check.cuh"
+#include "engine/cuda/dependent_launch.cuh"
 #include "engine/cuda/device_math.cuh"
 
 namespace cherenkov::engine::cuda {
@@ -44,7 +45,6 @@ constexpr int kPhases = 2;  // copy groups: first and second half of every warp'
 // Two blocks per SM: 228 KB of shared memory per SM, less 1 KB the system keeps per block.
 constexpr size_t kMaxSharedBytes = size_t{113} << 10;
 constexpr size_t kPartialBytes = sizeof(float) * kWarps * kTiles * 2 * 32;
-constexpr int kMaxChunkSlots = 4;  // 16-byte chunks of a row per lane: rows up to 2 KB
 
 enum class Mode { Dense, GateUp, Down };
 
@@ -61,6 +61,11 @@ struct Params {
     int row_bytes;    // code bytes of one matrix row
     int code_stride;  // bytes per row in shared memory
     int param_bytes;  // bytes of one parameter region in shared memory
+    // Copy pieces: 16-byte chunks of one column range's first and second half, and reciprocals
+    // of the piece and of a row's pieces (quotient()).
+    int piece_chunks[2];
+    float inv_piece_chunks[2];
+    float inv_row_piece_chunks[2];
     int params_offset;
     int b_offset;
     const float* x;  // [R, x_stride] (+ e·x_expert_stride for Down)
@@ -98,14 +103,11 @@ __device__ __forceinline__ void wait_copies() {
     asm volatile("cp.async.wait_group %0;" ::"n"(Pending) : "memory");
 }
 
-// Programmatic dependent launch: wait until the previous kernel in the stream has completed and
-// its writes are visible (a no-op when this launch did not overlap it) ...
-__device__ __forceinline__ void wait_for_previous_kernel() {
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-}
-// ... and let the next kernel's blocks start once every block of this one has said so.
-__device__ __forceinline__ void allow_next_kernel() {
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+// n ÷ d for 0 ≤ n < 2^22, given inv_d = 1/d in float: (n + ½)/d lies at least ½/d from an
+// integer and the float product is within 2^-23 relative of it, so truncation is exact. Two
+// float instructions instead of an integer division's dozen and more.
+__device__ __forceinline__ int quotient(int n, float inv_d) {
+    return static_cast<int>((static_cast<float>(n) + 0.5F) * inv_d);
 }
 
 template <int Words>
@@ -143,7 +145,7 @@ __device__ __forceinline__ int2 phase_groups(const Params& p, int part, int phas
 // Returns, in param_skip, each parameter region's element offset of its first row.
 template <int G, int Bits, Mode M>
 __device__ __forceinline__ void issue_copies(const Params& p, uint8_t* smem, int row0, int valid,
-                                             int warp, int lane, int (&param_skip)[2][2]) {
+                                             int (&param_skip)[2][2]) {
     constexpr int kMats = M == Mode::GateUp ? 2 : 1;
     constexpr int kChunksPerGroup = CodeLayout<Bits, G>::kGroupBytes / 16;
     const uint8_t* codes[kMats];
@@ -186,27 +188,29 @@ __device__ __forceinline__ void issue_copies(const Params& p, uint8_t* smem, int
             }
         }
     }
-    // This lane's chunks of a row (lane, lane + 32, …) and the phase of each.
-    const int row_chunks = p.row_bytes / 16;
-    const int half = (p.groups_per_part + 1) / 2;
-    int phase_of[kMaxChunkSlots];
-#pragma unroll
-    for (int slot = 0; slot < kMaxChunkSlots; ++slot) {
-        const int chunk = lane + 32 * slot;
-        const int group = chunk / kChunksPerGroup;
-        phase_of[slot] = chunk >= row_chunks ? -1 : (group % p.groups_per_part < half ? 0 : 1);
-    }
+    // Phase `phase` of a row is, for each of the k_split column ranges, piece_chunks[phase]
+    // consecutive 16-byte chunks; chunk q of the phase (over all rows) is row q ÷ row_piece,
+    // range (q mod row_piece) ÷ piece, chunk (q mod piece) of that range's piece.
 #pragma unroll
     for (int phase = 0; phase < kPhases; ++phase) {
-        for (int r = warp; r < kMats * valid; r += kWarps) {
-            const int m = r / valid;
-            const int row = r % valid;
-            const uint8_t* src = codes[m] + static_cast<size_t>(row0 + row) * p.row_bytes;
-            uint8_t* dst = smem + (m * p.mat_rows + row) * p.code_stride;
+        const int piece = phase == 0 ? p.piece_chunks[0] : p.piece_chunks[1];
+        const int row_piece = piece * p.k_split;
+        const float inv_piece = phase == 0 ? p.inv_piece_chunks[0] : p.inv_piece_chunks[1];
+        const float inv_row_piece =
+            phase == 0 ? p.inv_row_piece_chunks[0] : p.inv_row_piece_chunks[1];
+        const int first_group = phase == 0 ? 0 : (p.groups_per_part + 1) / 2;
 #pragma unroll
-            for (int slot = 0; slot < kMaxChunkSlots; ++slot) {
-                const int chunk = lane + 32 * slot;
-                if (phase_of[slot] == phase) copy_16(dst + 16 * chunk, src + 16 * chunk, policy);
+        for (int m = 0; m < kMats; ++m) {
+            const uint8_t* src = codes[m] + static_cast<size_t>(row0) * p.row_bytes;
+            uint8_t* dst = smem + m * p.mat_rows * p.code_stride;
+            for (int q = static_cast<int>(threadIdx.x); q < valid * row_piece; q += kThreads) {
+                const int row = quotient(q, inv_row_piece);
+                const int in_row = q - row * row_piece;
+                const int range = quotient(in_row, inv_piece);
+                const int chunk = in_row - range * piece;
+                const int byte =
+                    (range * p.groups_per_part + first_group) * (16 * kChunksPerGroup) + 16 * chunk;
+                copy_16(dst + row * p.code_stride + byte, src + row * p.row_bytes + byte, policy);
             }
         }
         commit_copies();
@@ -233,7 +237,7 @@ __global__ void __launch_bounds__(kThreads, 2) bulk_gemv_kernel(const Params p) 
     // Down reads the table gate/up already read (its writer finished before gate/up let this
     // launch start), and dense weights never change: their copies start before the wait.
     if constexpr (M == Mode::GateUp) wait_for_previous_kernel();
-    issue_copies<G, Bits, M>(p, smem, row0, valid, warp, lane, param_skip);
+    issue_copies<G, Bits, M>(p, smem, row0, valid, param_skip);
     if constexpr (M != Mode::GateUp) wait_for_previous_kernel();
     allow_next_kernel();
 
@@ -417,8 +421,7 @@ Plan plan_for(Mode mode, int bits, int group_size, int64_t rows, int64_t cols, i
     if (bulk_disabled() || n_rows < 1 || n_rows > kMaxGemvRows) return plan;
     const bool shape_ok = (bits == 2 || bits == 4 || (bits == 8 && group_size == 64)) &&
                           (group_size == 64 || group_size == 128);
-    const int64_t row_bytes = cols * bits / 8;
-    if (!shape_ok || cols % group_size != 0 || row_bytes > 16 * 32 * kMaxChunkSlots || rows < 1 ||
+    if (!shape_ok || cols % group_size != 0 || cols > (int64_t{1} << 20) || rows < 1 ||
         rows > (int64_t{1} << 30)) {
         return plan;
     }
@@ -426,13 +429,28 @@ Plan plan_for(Mode mode, int bits, int group_size, int64_t rows, int64_t cols, i
     p.rows = static_cast<int>(rows);
     p.n_groups = static_cast<int>(cols / group_size);
     p.k_split = k_split_for(p.n_groups);
-    p.groups_per_part = (p.n_groups + p.k_split - 1) / p.k_split;
+    // Every column range the same length, so every row's copy pieces have the same layout.
+    if (p.n_groups % p.k_split != 0) return plan;
+    // quotient() is exact below 2^22 chunks per matrix and block.
+    if (static_cast<int64_t>(kWarps) * 2 * kTileRows * (cols * bits / 128) >= (int64_t{1} << 22)) {
+        return plan;
+    }
+    p.groups_per_part = p.n_groups / p.k_split;
     const int sets_per_block = kWarps / p.k_split;
     const int n_mats = mode == Mode::GateUp ? 2 : 1;
     p.mat_rows = sets_per_block * (mode == Mode::GateUp ? kTileRows : kTiles * kTileRows);
     const int group_bytes = group_size * bits / 8;
     p.row_bytes = p.n_groups * group_bytes;
     const int chunk_bytes = group_bytes / 4;
+    const int first_half = (p.groups_per_part + 1) / 2;
+    for (int phase = 0; phase < kPhases; ++phase) {
+        const int groups = phase == 0 ? first_half : p.groups_per_part - first_half;
+        p.piece_chunks[phase] = groups * group_bytes / 16;
+        p.inv_piece_chunks[phase] =
+            groups > 0 ? 1.0F / static_cast<float>(p.piece_chunks[phase]) : 0.0F;
+        p.inv_row_piece_chunks[phase] =
+            groups > 0 ? 1.0F / static_cast<float>(p.piece_chunks[phase] * p.k_split) : 0.0F;
+    }
     p.code_stride = (p.row_bytes + 127) / 128 * 128 + (4 * chunk_bytes) % 128;
     p.param_bytes = (p.mat_rows * p.n_groups * 2 + 15) / 16 * 16 + 32;
     const size_t codes = static_cast<size_t>(n_mats) * p.mat_rows * p.code_stride;
@@ -457,17 +475,7 @@ void launch_one(unsigned blocks, unsigned experts, const Params& p, size_t smem,
         return true;
     }();
     (void)configured;
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(blocks, experts);
-    config.blockDim = dim3(kThreads);
-    config.dynamicSmemBytes = smem;
-    config.stream = stream;
-    cudaLaunchAttribute attribute{};
-    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attribute.val.programmaticStreamSerializationAllowed = 1;
-    config.attrs = &attribute;
-    config.numAttrs = 1;
-    CHERENKOV_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, p));
+    launch_dependent(kernel, dim3(blocks, experts), dim3(kThreads), smem, stream, p);
 }
 
 template <Mode M>

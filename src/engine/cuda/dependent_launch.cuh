@@ -1,0 +1,61 @@
+// Programmatic dependent launch (sm_90): a kernel launched with launch_dependent() may start while
+// the previous kernel in its stream is still running, once every block of that kernel has called
+// allow_next_kernel() (or exited). Its blocks must call wait_for_previous_kernel() before they
+// read anything the previous kernel wrote or write anything it reads; what comes before the wait
+// (shared-memory setup, loads of weights that never change) overlaps the previous kernel's tail.
+// On older devices the launch is an ordinary one and both calls compile to nothing.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <utility>
+
+#include "engine/cuda/cuda_check.cuh"
+
+namespace cherenkov::engine::cuda {
+
+__device__ __forceinline__ void wait_for_previous_kernel() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void allow_next_kernel() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Whether the current device takes the programmatic-serialization launch attribute.
+inline bool dependent_launch_supported() {
+    static const bool ok = [] {
+        int device = 0;
+        int major = 0;
+        if (cudaGetDevice(&device) != cudaSuccess ||
+            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) !=
+                cudaSuccess) {
+            cudaGetLastError();
+            return false;
+        }
+        return major >= 9;
+    }();
+    return ok;
+}
+
+template <typename... KernelArgs, typename... Args>
+void launch_dependent(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t shared_bytes,
+                      cudaStream_t stream, Args&&... args) {
+    cudaLaunchConfig_t config{};
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.dynamicSmemBytes = shared_bytes;
+    config.stream = stream;
+    cudaLaunchAttribute attribute{};
+    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute.val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = &attribute;
+    config.numAttrs = dependent_launch_supported() ? 1 : 0;
+    CHERENKOV_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+}
+
+}  // namespace cherenkov::engine::cuda
