@@ -512,11 +512,12 @@ void affine_gemv(const DeviceAffineMatrix& w, const float* x, size_t x_stride, i
         (x_stride < static_cast<size_t>(w.cols) || y_stride < static_cast<size_t>(w.rows))) {
         throw_invalid("[affine_gemv] x_stride < cols or y_stride < rows");
     }
-    // The tensor-core kernel wins on tall matrices (H200: [10240, 2560] Q4 at 2/4 rows 12.5/16.1 µs
-    // against 17.7/21.9); on short ones ([2560, 6144], [640, 2560]) its few tile sets leave the
-    // GPU emptier than the FMA kernel's sub-warps do, and it is slower.
-    if (w.rows >= kMmaDenseMinRows &&
-        bulk_gemv_takes(w.bits, w.group_size, w.rows, w.cols, n_rows)) {
+    // On Hopper the bulk-loaded kernel takes every shape it can lay out (all of a launch's weights
+    // in flight at once, and copied before the previous kernel ends). Elsewhere the tensor-core
+    // kernel wins on tall matrices (H200: [10240, 2560] Q4 at 2/4 rows 12.5/16.1 µs against
+    // 17.7/21.9); on short ones ([2560, 6144], [640, 2560]) its few tile sets leave the GPU
+    // emptier than the FMA kernel's sub-warps do, and it is slower.
+    if (bulk_gemv_takes(w.bits, w.group_size, w.rows, w.cols, n_rows)) {
         bulk_gemv_dense(w, x, x_stride, n_rows, y, y_stride, static_cast<cudaStream_t>(stream));
         return;
     }

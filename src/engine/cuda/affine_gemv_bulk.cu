@@ -7,9 +7,10 @@
 // (cp.async.bulk was tried first: one bulk copy per row piece, ~500 per block, ran at half the
 // speed of the register pipeline; the copy engine's cost per request dominates small pieces.)
 //
-// Block: 8 warps = sets_per_block tile sets × k_split warps (the k_split rule, the column ranges
-// and the order of every sum are those of affine_gemv_mma.cu, so results are bitwise equal). A
-// tile set is 16 rows of gate and the same 16 rows of up (GateUp) or 32 rows of one matrix.
+// Block: 8 warps = sets_per_block tile sets × k_split warps. For the experts the k_split rule,
+// the column ranges and the order of every sum are those of affine_gemv_mma.cu, so results are
+// bitwise equal; dense matrices take the k_split (1-8) that gives every multiprocessor a block.
+// A tile set is 16 rows of gate and the same 16 rows of up (GateUp) or 32 rows of one matrix.
 // Shared memory, per block:
 //   codes   [n_mats][mat_rows][code_stride]   rows padded so a warp's chunk loads hit distinct
 //                                              banks (stride ≡ 4·chunk bytes mod 128)
@@ -416,31 +417,56 @@ struct Plan {
     size_t total = 0;
 };
 
-Plan plan_for(Mode mode, int bits, int group_size, int64_t rows, int64_t cols, int n_rows) {
+// One block per SM: the most one block may have (227 KB on the H100/H200), less room for the
+// kernel's static shared memory.
+size_t max_shared_alone() {
+    static const size_t bytes = [] {
+        int device = 0;
+        int optin = 0;
+        if (cudaGetDevice(&device) != cudaSuccess ||
+            cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
+                cudaSuccess) {
+            cudaGetLastError();
+            return kMaxSharedBytes;
+        }
+        return std::max(kMaxSharedBytes, static_cast<size_t>(optin) - 256);
+    }();
+    return bytes;
+}
+
+int multiprocessors() {
+    static const int count = [] {
+        int device = 0;
+        int n = 0;
+        if (cudaGetDevice(&device) != cudaSuccess ||
+            cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+            cudaGetLastError();
+            return 0;
+        }
+        return n;
+    }();
+    return count;
+}
+
+// The block layout of a matrix shape at a given k_split; total 0 when it does not fit
+// `max_shared` bytes of shared memory or k_split does not divide the groups evenly.
+Plan layout(Mode mode, int bits, int group_size, int64_t rows, int64_t cols, int n_rows,
+            int k_split, size_t max_shared) {
     Plan plan;
-    if (bulk_disabled() || n_rows < 1 || n_rows > kMaxGemvRows) return plan;
-    const bool shape_ok = (bits == 2 || bits == 4 || (bits == 8 && group_size == 64)) &&
-                          (group_size == 64 || group_size == 128);
-    if (!shape_ok || cols % group_size != 0 || cols > (int64_t{1} << 20) || rows < 1 ||
-        rows > (int64_t{1} << 30)) {
-        return plan;
-    }
     Params& p = plan.p;
     p.rows = static_cast<int>(rows);
     p.n_groups = static_cast<int>(cols / group_size);
-    p.k_split = k_split_for(p.n_groups);
+    p.k_split = k_split;
     // Every column range the same length, so every row's copy pieces have the same layout.
-    if (p.n_groups % p.k_split != 0) return plan;
-    // quotient() is exact below 2^22 chunks per matrix and block.
-    if (static_cast<int64_t>(kWarps) * 2 * kTileRows * (cols * bits / 128) >= (int64_t{1} << 22)) {
-        return plan;
-    }
-    p.groups_per_part = p.n_groups / p.k_split;
-    const int sets_per_block = kWarps / p.k_split;
+    if (p.n_groups % k_split != 0) return plan;
+    p.groups_per_part = p.n_groups / k_split;
+    const int sets_per_block = kWarps / k_split;
     const int n_mats = mode == Mode::GateUp ? 2 : 1;
     p.mat_rows = sets_per_block * (mode == Mode::GateUp ? kTileRows : kTiles * kTileRows);
     const int group_bytes = group_size * bits / 8;
     p.row_bytes = p.n_groups * group_bytes;
+    // quotient() is exact below 2^22 chunks per matrix and block.
+    if (static_cast<int64_t>(p.mat_rows) * (p.row_bytes / 16) >= (int64_t{1} << 22)) return plan;
     const int chunk_bytes = group_bytes / 4;
     const int first_half = (p.groups_per_part + 1) / 2;
     for (int phase = 0; phase < kPhases; ++phase) {
@@ -449,7 +475,7 @@ Plan plan_for(Mode mode, int bits, int group_size, int64_t rows, int64_t cols, i
         p.inv_piece_chunks[phase] =
             groups > 0 ? 1.0F / static_cast<float>(p.piece_chunks[phase]) : 0.0F;
         p.inv_row_piece_chunks[phase] =
-            groups > 0 ? 1.0F / static_cast<float>(p.piece_chunks[phase] * p.k_split) : 0.0F;
+            groups > 0 ? 1.0F / static_cast<float>(p.piece_chunks[phase] * k_split) : 0.0F;
     }
     p.code_stride = (p.row_bytes + 127) / 128 * 128 + (4 * chunk_bytes) % 128;
     p.param_bytes = (p.mat_rows * p.n_groups * 2 + 15) / 16 * 16 + 32;
@@ -459,9 +485,47 @@ Plan plan_for(Mode mode, int bits, int group_size, int64_t rows, int64_t cols, i
     const size_t b_bytes =
         static_cast<size_t>(p.n_groups) * (group_size / 16) * 8 * n_rows * sizeof(uint2);
     const size_t total = static_cast<size_t>(p.b_offset) + b_bytes;
-    if (total > kMaxSharedBytes || !device_is_hopper_or_newer()) return plan;
+    if (total > max_shared) return plan;
     plan.total = total;
     return plan;
+}
+
+int blocks_of(const Plan& plan) {
+    return (plan.p.rows + plan.p.mat_rows - 1) / plan.p.mat_rows;
+}
+
+Plan plan_for(Mode mode, int bits, int group_size, int64_t rows, int64_t cols, int n_rows) {
+    if (bulk_disabled() || n_rows < 1 || n_rows > kMaxGemvRows || !device_is_hopper_or_newer()) {
+        return Plan{};
+    }
+    const bool shape_ok = (bits == 2 || bits == 4 || (bits == 8 && group_size == 64)) &&
+                          (group_size == 64 || group_size == 128);
+    if (!shape_ok || cols % group_size != 0 || cols > (int64_t{1} << 20) || rows < 1 ||
+        rows > (int64_t{1} << 30)) {
+        return Plan{};
+    }
+    const int n_groups = static_cast<int>(cols / group_size);
+    if (mode != Mode::Dense) {
+        // The experts keep affine_gemv_mma.cu's column ranges: the same bits as its kernels.
+        return layout(mode, bits, group_size, rows, cols, n_rows, k_split_for(n_groups),
+                      kMaxSharedBytes);
+    }
+    // Dense: the fewest warps per row set that still give every multiprocessor a block (more
+    // warps per set = shorter column ranges, more blocks); a grid of at most one block per
+    // multiprocessor may take a whole multiprocessor's shared memory.
+    Plan best;
+    for (const int k_split : {1, 2, 4, 8}) {
+        if (n_groups / k_split < 2) break;  // each column range at least a group per phase
+        Plan plan = layout(mode, bits, group_size, rows, cols, n_rows, k_split, kMaxSharedBytes);
+        if (plan.total == 0) {
+            plan = layout(mode, bits, group_size, rows, cols, n_rows, k_split, max_shared_alone());
+            if (plan.total != 0 && blocks_of(plan) > multiprocessors()) plan.total = 0;
+        }
+        if (plan.total == 0) continue;
+        best = plan;
+        if (blocks_of(plan) >= multiprocessors()) break;
+    }
+    return best;
 }
 
 template <int Bits, int G, int R, Mode M>
@@ -471,7 +535,7 @@ void launch_one(unsigned blocks, unsigned experts, const Params& p, size_t smem,
     static const bool configured = [&] {  // once per kernel: the largest plan any shape gets
         CHERENKOV_CUDA_CHECK(cudaFuncSetAttribute(kernel,
                                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                  static_cast<int>(kMaxSharedBytes)));
+                                                  static_cast<int>(max_shared_alone())));
         return true;
     }();
     (void)configured;
@@ -481,8 +545,7 @@ void launch_one(unsigned blocks, unsigned experts, const Params& p, size_t smem,
 template <Mode M>
 void launch(int bits, int group_size, int n_rows, unsigned experts, const Plan& plan,
             cudaStream_t stream) {
-    const unsigned blocks =
-        static_cast<unsigned>((plan.p.rows + plan.p.mat_rows - 1) / plan.p.mat_rows);
+    const auto blocks = static_cast<unsigned>(blocks_of(plan));
     // Runtime (bits, group, rows) → template arguments, once per call.
     auto with = [&](auto bits_c, auto group_c) {
         constexpr int kB = decltype(bits_c)::value;

@@ -292,8 +292,9 @@ TEST_F(CudaAffineGemv, ResultsAreBitwiseReproducible) {
 }
 
 // The bulk-copy kernels (affine_gemv_bulk.h) keep every sum of the tensor-core kernels in the same
-// order, so their outputs are the same bits: checked on the Flash expert shape, on shapes whose
-// column ranges split into uneven halves, and on a tall dense matrix whose rows end inside a block.
+// order, so their outputs are the same bits: checked on the Flash expert shape and on shapes whose
+// column ranges split into uneven halves. (Dense matrices may take other column ranges there, so
+// they are checked against the CPU like every GEMV.)
 TEST_F(CudaAffineGemv, BulkKernelsGiveTheTensorCoreKernelsBits) {
     struct Case {
         int64_t hidden, inter;
@@ -348,28 +349,6 @@ TEST_F(CudaAffineGemv, BulkKernelsGiveTheTensorCoreKernelsBits) {
         }
     }
     if (checked == 0) GTEST_SKIP() << "the bulk kernels need sm_90";
-
-    const TestMatrix m = make_matrix(8200, 2560, 4, 64, 77);
-    const auto x = random_vector(size_t{4} * 2560, 8);
-    DeviceBuffer d_x(x.size() * 4), d_y(size_t{4} * 8200 * 4);
-    d_x.upload(x.data(), x.size() * 4);
-    for (int n_rows = 1; n_rows <= kMaxGemvRows; ++n_rows) {
-        if (!bulk_gemv_takes(4, 64, 8200, 2560, n_rows)) continue;
-        std::vector<float> mma(size_t{4} * 8200), bulk(mma.size());
-        for (const bool use_bulk : {false, true}) {
-            d_y.fill(0xFF);
-            if (use_bulk) {
-                bulk_gemv_dense(m.device(), d_x.as<float>(), 2560, n_rows, d_y.as<float>(), 8200,
-                                nullptr);
-            } else {
-                mma_gemv_dense(m.device(), d_x.as<float>(), 2560, n_rows, d_y.as<float>(), 8200,
-                               nullptr);
-            }
-            d_y.download((use_bulk ? bulk : mma).data(), mma.size() * 4);
-        }
-        EXPECT_EQ(std::memcmp(mma.data(), bulk.data(), static_cast<size_t>(n_rows) * 8200 * 4), 0)
-            << "dense n_rows=" << n_rows;
-    }
 }
 
 TEST_F(CudaAffineGemv, RejectsBadArguments) {
