@@ -13,6 +13,8 @@
 //     result depends on nothing but the inputs (not on BM, the grid or the device).
 // Float32 weights use the same kernel with a loader that copies instead of dequantizing; 1-4
 // rows of them go through f32_gemv_kernel (warps along each weight row, xor-butterfly sums).
+// Both kernels are launched with launch_dependent (dependent_launch.cuh); weights, which no
+// kernel writes, may be read before wait_for_previous_kernel(), x and y only after it.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -21,6 +23,7 @@
 #include "base/error.h"
 #include "engine/cuda/affine_gemm.h"
 #include "engine/cuda/cuda_check.cuh"
+#include "engine/cuda/dependent_launch.cuh"
 
 namespace cherenkov::engine::cuda {
 namespace {
@@ -308,7 +311,10 @@ __global__ void __launch_bounds__(kGemmThreads<BM, TOK>, (BM == 128 ? 1 : 2))
     const Tile tile(p, min(n0 + w_row, p.rows - 1));
     typename Tile::template Regs<kSplit> regs;
 
+    // The first weight piece is loaded while the previous kernel finishes; x is its output.
     tile.template load<kSplit>(regs, 0, w_part);
+    wait_for_previous_kernel();
+    allow_next_kernel();
     load_x_tile<BM, kThreads>(p, shared + kWsFloats, t0, 0, tid);
     cp_async_commit();
     tile.template store<kSplit>(regs, w_part, shared + w_row);
@@ -376,6 +382,8 @@ struct F32GemvParams {
 template <int R, bool kVec>
 __global__ void __launch_bounds__(kGemvThreads) f32_gemv_kernel(const F32GemvParams p) {
     __shared__ float partial[kGemvWarps][R];
+    wait_for_previous_kernel();
+    allow_next_kernel();
     const int warp = static_cast<int>(threadIdx.x) / 32;
     const int lane = static_cast<int>(threadIdx.x) % 32;
     const int rows_per_block = kGemvWarps / p.split;
@@ -453,8 +461,7 @@ void launch_gemm(const GemmParams& p, cudaStream_t stream) {
     }
     const dim3 grid(static_cast<unsigned>((p.rows + kBN - 1) / kBN),
                     static_cast<unsigned>((p.n_tokens + BM - 1) / BM));
-    kernel<<<grid, kGemmThreads<BM, TOK>, kShared, stream>>>(p);
-    CHERENKOV_CUDA_CHECK(cudaGetLastError());
+    launch_dependent(kernel, grid, dim3(kGemmThreads<BM, TOK>), kShared, stream, p);
 }
 
 template <typename Tile>
@@ -510,12 +517,8 @@ template <int R>
 void launch_f32_gemv(const F32GemvParams& p, bool vec, cudaStream_t stream) {
     const int rows_per_block = kGemvWarps / p.split;
     const dim3 grid(static_cast<unsigned>((p.rows + rows_per_block - 1) / rows_per_block));
-    if (vec) {
-        f32_gemv_kernel<R, true><<<grid, kGemvThreads, 0, stream>>>(p);
-    } else {
-        f32_gemv_kernel<R, false><<<grid, kGemvThreads, 0, stream>>>(p);
-    }
-    CHERENKOV_CUDA_CHECK(cudaGetLastError());
+    auto* kernel = vec ? f32_gemv_kernel<R, true> : f32_gemv_kernel<R, false>;
+    launch_dependent(kernel, grid, dim3(kGemvThreads), 0, stream, p);
 }
 
 // Warps per weight row: enough to put ~2048 warps in flight on small matrices (a [1, 2560] gate

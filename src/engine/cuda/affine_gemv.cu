@@ -297,6 +297,10 @@ __global__ void __launch_bounds__(kThreads) affine_gemv_kernel(const GemvParams 
     const int sub_lane = lane % p.lanes;
     const int row0 = (warp * subs + sub) * kOutRows;
 
+    // The gate/up table may have been written by the previous kernel: wait before reading it.
+    // Down reads the table gate/up already read (its writer finished before gate/up let this
+    // launch start), and weights never change: their loads start before the wait.
+    if constexpr (M == Mode::GateUp) wait_for_previous_kernel();
     const uint8_t* base_codes = p.codes;
     const uint16_t* base_scales = p.scales;
     const uint16_t* base_biases = p.biases;
@@ -334,10 +338,14 @@ __global__ void __launch_bounds__(kThreads) affine_gemv_kernel(const GemvParams 
             biases[w] = base_biases + row * row_groups;
         }
     }
-    // Weight loads first, so their latency overlaps the copy of x.
+    // Weight loads first, so their latency overlaps the copy of x and, for Dense and Down, the
+    // previous kernel's tail (see the waits).
     const bool active = warp * subs * kOutRows < p.rows;  // warp-uniform
     Stage<Bits> stage[kStages<Bits, R>];
     if (active) prefetch_stages<Bits, R>(stage, codes, scales, biases, p, sub_lane);
+    // x (Down: gate/up's h) is the previous kernel's output.
+    if constexpr (M != Mode::GateUp) wait_for_previous_kernel();
+    allow_next_kernel();
 
     extern __shared__ float4 x_shared[];
     if constexpr (kSharedX) {
@@ -383,6 +391,7 @@ __global__ void __launch_bounds__(kThreads) affine_gemv_kernel(const GemvParams 
 __global__ void combine_experts_kernel(const float* part, const float* weights, int n_experts,
                                        int n_rows, int hidden, float* y, bool accumulate) {
     wait_for_previous_kernel();  // the down launch's parts
+    allow_next_kernel();
     const int index = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
     if (index >= n_rows * hidden) return;
     const int t = index / hidden;
@@ -455,9 +464,10 @@ void launch_one(dim3 grid, const GemvParams& params, cudaStream_t stream) {
             CHERENKOV_CUDA_CHECK(cudaFuncSetAttribute(
                 kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(x_bytes)));
         }
-        kernel<<<grid, kThreads, x_bytes, stream>>>(params);
+        launch_dependent(kernel, grid, dim3(kThreads), x_bytes, stream, params);
     } else {
-        affine_gemv_kernel<Bits, R, M, false><<<grid, kThreads, 0, stream>>>(params);
+        launch_dependent(affine_gemv_kernel<Bits, R, M, false>, grid, dim3(kThreads), 0, stream,
+                         params);
     }
 }
 

@@ -24,7 +24,8 @@
 // up rows of the same outputs for the expert gate/up launch) over a part of the groups; the
 // k_split warps of a tile set add their parts through shared memory in a fixed order, so every
 // output's order depends only on the shape (bitwise reproducible). Each warp builds the B
-// fragments of its column range in shared memory once, from float x.
+// fragments of its column range in shared memory once, from float x. Launched with
+// launch_dependent (dependent_launch.cuh): weight loads start before the previous kernel is done.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -35,6 +36,7 @@
 #include "engine/cuda/affine_gemv_mma.h"
 #include "engine/cuda/affine_mma.cuh"
 #include "engine/cuda/cuda_check.cuh"
+#include "engine/cuda/dependent_launch.cuh"
 #include "engine/cuda/device_math.cuh"
 
 namespace cherenkov::engine::cuda {
@@ -129,6 +131,10 @@ __global__ void __launch_bounds__(kThreads, 4) mma_gemv_kernel(const Params p) {
     const int g0 = part * p.groups_per_part;
     const int g1 = min(p.n_groups, g0 + p.groups_per_part);
 
+    // The gate/up table may have been written by the previous kernel: wait before reading it.
+    // Down reads the table gate/up already read (its writer finished before gate/up let this
+    // launch start), and weights never change: their loads start before the wait.
+    if constexpr (M == Mode::GateUp) wait_for_previous_kernel();
     const float* x = p.x;
     float* y = p.y;
     if constexpr (M == Mode::Down) x += e * p.x_expert_stride;
@@ -170,6 +176,9 @@ __global__ void __launch_bounds__(kThreads, 4) mma_gemv_kernel(const Params p) {
 #pragma unroll
         for (int d = 0; d < kDepth<Bits, G>; ++d) load_stage(stage[d], rp, g0 + d, g1);
     }
+    // x (Down: gate/up's h) is the previous kernel's output.
+    if constexpr (M != Mode::GateUp) wait_for_previous_kernel();
+    allow_next_kernel();
     uint2* region = reinterpret_cast<uint2*>(dynamic_shared) +
                     static_cast<size_t>(warp) * p.groups_per_part * S::kStepsPerGroup * 8 * R;
     if (active) build_b<Bits, G, R>(region, x, p.x_stride, g0, g1 - g0, lane, 32);
@@ -326,7 +335,7 @@ void launch_one(unsigned blocks, unsigned experts, const Params& p, size_t smem,
         CHERENKOV_CUDA_CHECK(cudaFuncSetAttribute(
             kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     }
-    kernel<<<dim3(blocks, experts), kThreads, smem, stream>>>(p);
+    launch_dependent(kernel, dim3(blocks, experts), dim3(kThreads), smem, stream, p);
 }
 
 template <Mode M>

@@ -27,7 +27,8 @@ void mma_experts_gate_up(const ExpertShape& shape, const ExpertAddress* table, i
                          const float* x, int n_rows, float* h, void* stream);
 
 // parts[e][t] = down_e·h[e][t]. h: [n_experts, n_rows, intermediate];
-// parts: [n_experts, n_rows, hidden].
+// parts: [n_experts, n_rows, hidden]. Queue it right behind the mma_experts_gate_up call with the
+// same table: it reads the table before waiting for that kernel (dependent_launch.cuh).
 void mma_experts_down(const ExpertShape& shape, const ExpertAddress* table, int n_experts,
                       const float* h, int n_rows, float* parts, void* stream);
 

@@ -1,6 +1,8 @@
 // The CUDA ModelBackend (cuda_model.h): host bookkeeping shared with the CPU model
 // (sequence_bookkeeping.h), device caches per sequence (DeviceSequence), and the decoder layers of
-// device_layers.cuh composed exactly as engine/model/model.cpp composes the CPU ones.
+// device_layers.cuh composed exactly as engine/model/model.cpp composes the CPU ones. Kernels
+// wait for the previous kernel before touching memory and are launched with launch_dependent
+// (dependent_launch.cuh).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -14,6 +16,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "engine/cuda/cuda_model.h"
+#include "engine/cuda/dependent_launch.cuh"
 #include "engine/cuda/device_expert_pool.h"
 #include "engine/cuda/device_layers.cuh"
 #include "engine/cuda/device_weights.h"
@@ -34,6 +37,8 @@ namespace q4 = model_data::qwen4_exp;
 // first[t, d] = the same row (the trace's "embed"). W affine (any bit width) or float32.
 __global__ void embed_kernel(DeviceLinear w, const int32_t* tokens, int64_t n_streams, float* out,
                              float* first) {
+    wait_for_previous_kernel();
+    allow_next_kernel();
     const int64_t t = blockIdx.x;
     const int64_t h = w.cols;
     const int64_t row = tokens[t];
@@ -63,6 +68,8 @@ __global__ void embed_kernel(DeviceLinear w, const int32_t* tokens, int64_t n_st
 // x[t, s·H + d] += f[t, d]
 __global__ void add_per_stream_kernel(float* x, const float* f, int64_t n_rows, int64_t n_streams,
                                       int64_t hidden) {
+    wait_for_previous_kernel();
+    allow_next_kernel();
     const int64_t total = n_rows * n_streams * hidden;
     for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
          i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -700,9 +707,8 @@ ForwardResult CudaModel::forward_in_arena(SequenceState& state, std::span<const 
                                          stream_));
     DeviceScratch<float> x(static_cast<size_t>(n_rows * width), stream_);
     DeviceScratch<float> embedded(static_cast<size_t>(n_rows * h), stream_);
-    embed_kernel<<<static_cast<unsigned>(n_rows), 256, 0, stream_>>>(
-        device_->embed, d_tokens.data(), c.hc_count, x.data(), embedded.data());
-    CHERENKOV_CUDA_CHECK(cudaGetLastError());
+    launch_dependent(embed_kernel, dim3(static_cast<unsigned>(n_rows)), dim3(256), 0, stream_,
+                     device_->embed, d_tokens.data(), c.hc_count, x.data(), embedded.data());
 
     if (options.snapshot_rows) {
         dev.reserve_snapshots(n_rows);
@@ -841,9 +847,8 @@ MtpResult CudaModel::mtp_rows_in_arena(SequenceState& state, const float* residu
                                          stream_));
     DeviceScratch<float> replicated(static_cast<size_t>(n_rows * h), stream_);
     DeviceScratch<float> e_hat(static_cast<size_t>(n_rows * h), stream_);
-    embed_kernel<<<static_cast<unsigned>(n_rows), 256, 0, stream_>>>(
-        mtp.embed, d_tokens.data(), 1, replicated.data(), e_hat.data());
-    CHERENKOV_CUDA_CHECK(cudaGetLastError());
+    launch_dependent(embed_kernel, dim3(static_cast<unsigned>(n_rows)), dim3(256), 0, stream_,
+                     mtp.embed, d_tokens.data(), int64_t{1}, replicated.data(), e_hat.data());
     rms_norm_rows(e_hat.data(), mtp.pre_fc_norm_embedding, n_rows, h, h, ctx.eps(), e_hat.data(),
                   stream_);
     ctx.record("e_hat", e_hat.data(), n_rows * h);
@@ -859,9 +864,8 @@ MtpResult CudaModel::mtp_rows_in_arena(SequenceState& state, const float* residu
     ctx.record("h_hat", h_hat.data(), n_rows * width);
     DeviceScratch<float> x(static_cast<size_t>(n_rows * width), stream_);
     linear_apply(mtp.fc_hidden, h_hat.data(), n_rows * c.hc_count, x.data(), stream_);
-    add_per_stream_kernel<<<elementwise_blocks(n_rows * width), 256, 0, stream_>>>(
-        x.data(), fe.data(), n_rows, c.hc_count, h);
-    CHERENKOV_CUDA_CHECK(cudaGetLastError());
+    launch_dependent(add_per_stream_kernel, dim3(elementwise_blocks(n_rows * width)), dim3(256), 0,
+                     stream_, x.data(), fe.data(), n_rows, c.hc_count, h);
     ctx.record("U", x.data(), n_rows * width);
 
     experts_.begin_step();

@@ -14,13 +14,15 @@
 // L < C rows is zero-padded (k, q, v, β and g zero), which leaves every sum over real rows
 // unchanged. Every sum runs in a fixed order and no result is accumulated atomically, so repeated
 // runs give the same bits. Float32 FMA throughout; the cumulative log decay is summed in double
-// (the prototype's comment says why).
+// (the prototype's comment says why). Both kernels wait for the previous kernel before touching
+// memory and are launched with launch_dependent (dependent_launch.cuh).
 #include <algorithm>
 #include <string>
 
 #include "base/error.h"
 #include "engine/cuda/cuda_check.cuh"
 #include "engine/cuda/delta_rule_chunked.cuh"
+#include "engine/cuda/dependent_launch.cuh"
 #include "engine/cuda/device_layers.cuh"
 #include "engine/cuda/device_math.cuh"
 
@@ -77,6 +79,8 @@ __global__ void __launch_bounds__(kThreads)
     __shared__ float log_decay[kChunk];  // g_t
     __shared__ float beta[kChunk];
     __shared__ float gamma[kChunk];  // Γ_t
+    wait_for_previous_kernel();
+    allow_next_kernel();
 
     const int tid = static_cast<int>(threadIdx.x);
     const int chunk = static_cast<int>(blockIdx.x);
@@ -212,6 +216,8 @@ __global__ void __launch_bounds__(kThreads)
     float* m = u + kChunk * kCols;   // [C][C]
     __shared__ float gamma[kChunk];
     __shared__ float tail[kChunk];
+    wait_for_previous_kernel();
+    allow_next_kernel();
 
     const int tid = static_cast<int>(threadIdx.x);
     const int lane = tid % 32;
@@ -340,13 +346,12 @@ void launch(const ChunkedDeltaRule& p, float* records, int64_t n_chunks, cudaStr
                                               static_cast<int>(state_bytes)));
     const dim3 prepare_grid(static_cast<unsigned>(n_chunks),
                             static_cast<unsigned>(p.n_value_heads));
-    delta_rule_chunked_prepare_kernel<kDk>
-        <<<prepare_grid, kThreads, prepare_bytes, stream>>>(p, records);
-    CHERENKOV_CUDA_CHECK(cudaGetLastError());
+    launch_dependent(delta_rule_chunked_prepare_kernel<kDk>, prepare_grid, dim3(kThreads),
+                     prepare_bytes, stream, p, records);
     const dim3 state_grid(static_cast<unsigned>(p.n_value_heads),
                           static_cast<unsigned>((p.dv + kCols - 1) / kCols));
-    delta_rule_chunked_state_kernel<kDk><<<state_grid, kThreads, state_bytes, stream>>>(p, records);
-    CHERENKOV_CUDA_CHECK(cudaGetLastError());
+    launch_dependent(delta_rule_chunked_state_kernel<kDk>, state_grid, dim3(kThreads), state_bytes,
+                     stream, p, records);
 }
 
 }  // namespace

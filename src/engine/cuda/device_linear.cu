@@ -1,6 +1,7 @@
 // The linear-algebra layer of the CUDA forward pass (device_layers.cuh): linear_apply and
 // affine_matmul route each product to the decode GEMV (affine_gemv.h, 1-4 rows) or the tiled
-// prefill GEMM (affine_gemm.h), then add the bias. No kernel of its own but the bias add.
+// prefill GEMM (affine_gemm.h), then add the bias. No kernel of its own but the bias add, which
+// waits for the previous kernel and is launched with launch_dependent (dependent_launch.cuh).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include "engine/cuda/affine_gemm.h"
 #include "engine/cuda/affine_gemv.h"
 #include "engine/cuda/cuda_check.cuh"
+#include "engine/cuda/dependent_launch.cuh"
 #include "engine/cuda/device_layers.cuh"
 #include "engine/cuda/device_linear_check.h"
 
@@ -18,6 +20,8 @@ namespace {
 
 // y[t, r] += bias[r]; y: [n_rows, n_out] contiguous.
 __global__ void add_bias_kernel(float* y, const float* bias, int64_t n_rows, int64_t n_out) {
+    wait_for_previous_kernel();
+    allow_next_kernel();
     const int64_t n = n_rows * n_out;
     for (int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; index < n;
          index += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -96,8 +100,8 @@ void linear_apply(const DeviceLinear& linear, const float* x, int64_t n_rows, fl
     if (linear.bias == nullptr) return;
     const int64_t n = n_rows * out;
     const auto blocks = static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 4096));
-    add_bias_kernel<<<blocks, 256, 0, stream>>>(y, linear.bias, n_rows, out);
-    CHERENKOV_CUDA_CHECK(cudaGetLastError());
+    launch_dependent(add_bias_kernel, dim3(blocks), dim3(256), 0, stream, y, linear.bias, n_rows,
+                     out);
 }
 
 void linear_apply_plain(const DeviceLinear& linear, const float* x, int64_t n_rows, float* y,

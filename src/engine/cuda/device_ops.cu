@@ -1,7 +1,9 @@
 // Norms, the hyper-connection combine and trace capture for the CUDA forward pass
-// (device_layers.cuh), matching engine/model/ops.cpp.
+// (device_layers.cuh), matching engine/model/ops.cpp. Kernels wait for the previous kernel before
+// touching memory and are launched with launch_dependent (dependent_launch.cuh).
 #include <vector>
 
+#include "engine/cuda/dependent_launch.cuh"
 #include "engine/cuda/device_layers.cuh"
 #include "engine/cuda/device_math.cuh"
 
@@ -14,6 +16,8 @@ constexpr int kNormThreads = 256;
 __global__ void rms_norm_kernel(const float* x, const float* w, int64_t n, int64_t group, float eps,
                                 float* y) {
     __shared__ float partial[32];
+    wait_for_previous_kernel();
+    allow_next_kernel();
     const int64_t row = blockIdx.x;
     const int64_t start = row * n + static_cast<int64_t>(blockIdx.y) * group;
     const float* xr = x + start;
@@ -30,6 +34,8 @@ __global__ void rms_norm_kernel(const float* x, const float* w, int64_t n, int64
 
 __global__ void combine_kernel(float* x, const float* inject, const float* y, int64_t n_rows,
                                int64_t n_streams, int64_t hidden) {
+    wait_for_previous_kernel();
+    allow_next_kernel();
     const int64_t total = n_rows * n_streams * hidden;
     for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
          i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -55,16 +61,14 @@ void rms_norm_rows(const float* x, const float* w, int64_t n_rows, int64_t n, in
                        " is not a multiple of the group " + std::to_string(group));
     }
     const dim3 grid(static_cast<unsigned>(n_rows), static_cast<unsigned>(n / group));
-    rms_norm_kernel<<<grid, kNormThreads, 0, stream>>>(x, w, n, group, eps, y);
-    CHERENKOV_CUDA_CHECK(cudaGetLastError());
+    launch_dependent(rms_norm_kernel, grid, dim3(kNormThreads), 0, stream, x, w, n, group, eps, y);
 }
 
 void hyper_connection_combine(float* x, const float* inject, const float* y, int64_t n_rows,
                               int64_t n_streams, int64_t hidden, cudaStream_t stream) {
     if (n_rows == 0) return;
-    combine_kernel<<<elementwise_blocks(n_rows * n_streams * hidden), 256, 0, stream>>>(
-        x, inject, y, n_rows, n_streams, hidden);
-    CHERENKOV_CUDA_CHECK(cudaGetLastError());
+    launch_dependent(combine_kernel, dim3(elementwise_blocks(n_rows * n_streams * hidden)),
+                     dim3(256), 0, stream, x, inject, y, n_rows, n_streams, hidden);
 }
 
 void DeviceContext::record(const char* name, const float* device_data, int64_t n) const {

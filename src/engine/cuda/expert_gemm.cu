@@ -18,7 +18,8 @@
 // ones is spent per warp. Shared memory holds B fragments (bf16 hi, lo) of 256 columns × 16
 // tokens, double-buffered: one __syncthreads per chunk, the next chunk built while this one is
 // multiplied. Each output is summed by one lane in ascending group order; nothing depends on the
-// grid or on which tokens share a tile.
+// grid or on which tokens share a tile. The kernel waits for the previous kernel before touching
+// memory and is launched with launch_dependent (dependent_launch.cuh).
 #include <cuda_runtime.h>
 
 #include <string>
@@ -27,6 +28,7 @@
 #include "base/error.h"
 #include "engine/cuda/affine_mma.cuh"
 #include "engine/cuda/cuda_check.cuh"
+#include "engine/cuda/dependent_launch.cuh"
 #include "engine/cuda/device_math.cuh"
 #include "engine/cuda/expert_gemm.h"
 
@@ -184,6 +186,8 @@ __global__ void __launch_bounds__(kThreads, 3) expert_gemm_kernel(const Params p
     __shared__ SharedChunk chunk[2];
     __shared__ const float* x_rows[kExpertTokenTile];
     __shared__ int32_t out_rows[kExpertTokenTile];
+    wait_for_previous_kernel();
+    allow_next_kernel();
 
     const int lane = static_cast<int>(threadIdx.x % 32);
     const int warp = static_cast<int>(threadIdx.x / 32);
@@ -381,7 +385,7 @@ void launch(const ExpertGemmTiles& tiles, const Params& p, cudaStream_t stream) 
     auto with = [&](auto bits_c, auto group_c) {
         constexpr int kB = decltype(bits_c)::value;
         constexpr int kG = decltype(group_c)::value;
-        expert_gemm_kernel<kB, kG, M><<<grid, kThreads, 0, stream>>>(p);
+        launch_dependent(expert_gemm_kernel<kB, kG, M>, grid, dim3(kThreads), 0, stream, p);
     };
     using std::integral_constant;
     switch (tiles.shape.bits * 1000 + tiles.shape.group_size) {
@@ -392,7 +396,6 @@ void launch(const ExpertGemmTiles& tiles, const Params& p, cudaStream_t stream) 
         case 8064: with(integral_constant<int, 8>{}, integral_constant<int, 64>{}); break;
         default: throw_internal("[expert_gemm] unchecked bit width or group size");
     }
-    CHERENKOV_CUDA_CHECK(cudaGetLastError());
 }
 
 bool aligned(const void* pointer, size_t alignment) {

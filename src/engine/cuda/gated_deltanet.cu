@@ -9,6 +9,8 @@
 // warps split the dk key rows, and the sums over dk are combined through shared memory in warp
 // order (fixed, so results are reproducible). Splitting along v keeps the grid wide (Hv·dv/32
 // blocks) without any cross-block synchronization (spec/gpu_design.md §2.2).
+// Kernels wait for the previous kernel before touching memory and are launched with
+// launch_dependent (dependent_launch.cuh).
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -18,6 +20,7 @@
 #include "base/error.h"
 #include "engine/cuda/cuda_check.cuh"
 #include "engine/cuda/delta_rule_chunked.cuh"
+#include "engine/cuda/dependent_launch.cuh"
 #include "engine/cuda/device_buffer.h"
 #include "engine/cuda/device_layers.cuh"
 #include "engine/cuda/device_math.cuh"
@@ -48,6 +51,8 @@ unsigned blocks_for(int64_t n, int threads) {
 __global__ void conv_silu_kernel(const float* __restrict__ hist, const float* __restrict__ w,
                                  int64_t n_rows, int64_t conv_dim, int taps,
                                  float* __restrict__ out) {
+    wait_for_previous_kernel();
+    allow_next_kernel();
     const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (index >= n_rows * conv_dim) return;
     const int64_t t = index / conv_dim;
@@ -62,6 +67,8 @@ __global__ void conv_silu_kernel(const float* __restrict__ hist, const float* __
 // (row = blockIdx.x, head vector = blockIdx.y).
 __global__ void qk_l2_norm_kernel(float* __restrict__ conv, int64_t conv_dim, int64_t n_key_heads,
                                   int dk, float q_scale) {
+    wait_for_previous_kernel();
+    allow_next_kernel();
     const int lane = static_cast<int>(threadIdx.x);
     const int64_t head_vector = blockIdx.y;  // < 2·Hk
     float* x = conv + static_cast<int64_t>(blockIdx.x) * conv_dim + head_vector * dk;
@@ -105,6 +112,8 @@ __global__ void __launch_bounds__(kCols* kKeySplit) delta_rule_kernel(const Delt
     __shared__ float k_shared[kDk];
     __shared__ float u_parts[kKeySplit][kCols];
     __shared__ float o_parts[kKeySplit][kCols];
+    wait_for_previous_kernel();
+    allow_next_kernel();
 
     const int lane = static_cast<int>(threadIdx.x) % kCols;
     const int split = static_cast<int>(threadIdx.x) / kCols;
@@ -183,6 +192,8 @@ __global__ void __launch_bounds__(kCols* kKeySplit) delta_rule_kernel(const Delt
 __global__ void conv_snapshot_kernel(const float* __restrict__ hist, int64_t n_rows,
                                      int64_t conv_dim, int64_t state_size,
                                      float* __restrict__ out) {
+    wait_for_previous_kernel();
+    allow_next_kernel();
     const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (index >= n_rows * state_size) return;
     const int64_t t = index / state_size;
@@ -193,6 +204,8 @@ __global__ void conv_snapshot_kernel(const float* __restrict__ hist, int64_t n_r
 // heads[i] *= act(z[i]) over n values (the gate after the per-head RMS norm).
 __global__ void output_gate_kernel(float* __restrict__ heads, const float* __restrict__ z,
                                    int64_t n, bool sigmoid_gate) {
+    wait_for_previous_kernel();
+    allow_next_kernel();
     const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (index >= n) return;
     const float zi = z[index];
@@ -202,18 +215,20 @@ __global__ void output_gate_kernel(float* __restrict__ heads, const float* __res
 void launch_delta_rule(const DeltaRuleParams& params, int64_t dk, cudaStream_t stream) {
     const dim3 grid(static_cast<unsigned>(params.n_value_heads), blocks_for(params.dv, kCols));
     const int threads = kCols * kKeySplit;
+    const auto run = [&](auto kernel) {
+        launch_dependent(kernel, grid, dim3(threads), 0, stream, params);
+    };
     switch (dk) {
-        case 8: delta_rule_kernel<1><<<grid, threads, 0, stream>>>(params); break;
-        case 16: delta_rule_kernel<2><<<grid, threads, 0, stream>>>(params); break;
-        case 32: delta_rule_kernel<4><<<grid, threads, 0, stream>>>(params); break;
-        case 64: delta_rule_kernel<8><<<grid, threads, 0, stream>>>(params); break;
-        case 128: delta_rule_kernel<16><<<grid, threads, 0, stream>>>(params); break;
-        case 256: delta_rule_kernel<32><<<grid, threads, 0, stream>>>(params); break;
+        case 8: run(delta_rule_kernel<1>); break;
+        case 16: run(delta_rule_kernel<2>); break;
+        case 32: run(delta_rule_kernel<4>); break;
+        case 64: run(delta_rule_kernel<8>); break;
+        case 128: run(delta_rule_kernel<16>); break;
+        case 256: run(delta_rule_kernel<32>); break;
         default:
             throw_unsupported("[gated_deltanet] key head dim " + std::to_string(dk) +
                               " (supported: 8, 16, 32, 64, 128, 256)");
     }
-    CHERENKOV_CUDA_CHECK(cudaGetLastError());
 }
 
 // Scratch pieces start on 64-float (256-byte) boundaries, so GEMV inputs stay 16-byte aligned.
@@ -279,15 +294,14 @@ void gated_deltanet_forward(const DeviceGatedDeltaNetWeights& weights,
     linear_apply(weights.in_a, mix, n_rows, a_raw, side != nullptr ? side->get(2) : stream);
     if (side != nullptr) side->join(stream, 3);
 
-    conv_silu_kernel<<<blocks_for(n_rows * conv_dim, kElementwiseThreads), kElementwiseThreads, 0,
-                       stream>>>(hist, weights.conv, n_rows, conv_dim, static_cast<int>(taps),
-                                 conv);
-    CHERENKOV_CUDA_CHECK(cudaGetLastError());
+    launch_dependent(conv_silu_kernel, dim3(blocks_for(n_rows * conv_dim, kElementwiseThreads)),
+                     dim3(kElementwiseThreads), 0, stream, hist, weights.conv, n_rows, conv_dim,
+                     static_cast<int>(taps), conv);
     const float q_scale = 1.0F / std::sqrt(static_cast<float>(dk));
-    qk_l2_norm_kernel<<<dim3(static_cast<unsigned>(n_rows), static_cast<unsigned>(2 * n_key_heads)),
-                        32, 0, stream>>>(conv, conv_dim, n_key_heads, static_cast<int>(dk),
-                                         q_scale);
-    CHERENKOV_CUDA_CHECK(cudaGetLastError());
+    launch_dependent(qk_l2_norm_kernel,
+                     dim3(static_cast<unsigned>(n_rows), static_cast<unsigned>(2 * n_key_heads)),
+                     dim3(32), 0, stream, conv, conv_dim, n_key_heads, static_cast<int>(dk),
+                     q_scale);
 
     if (ctx.gdn_recurrent_snapshots == nullptr && n_rows >= kMinChunkedRows &&
         delta_rule_chunked_supports(dk)) {
@@ -328,10 +342,9 @@ void gated_deltanet_forward(const DeviceGatedDeltaNetWeights& weights,
 
     if (ctx.gdn_conv_snapshots != nullptr && kept > 0) {
         const int64_t n = n_rows * kept * conv_dim;
-        conv_snapshot_kernel<<<blocks_for(n, kElementwiseThreads), kElementwiseThreads, 0,
-                               stream>>>(hist, n_rows, conv_dim, kept * conv_dim,
-                                         ctx.gdn_conv_snapshots);
-        CHERENKOV_CUDA_CHECK(cudaGetLastError());
+        launch_dependent(conv_snapshot_kernel, dim3(blocks_for(n, kElementwiseThreads)),
+                         dim3(kElementwiseThreads), 0, stream, hist, n_rows, conv_dim,
+                         kept * conv_dim, ctx.gdn_conv_snapshots);
     }
     if (state_bytes > 0) {
         CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(state.conv, hist + n_rows * conv_dim, state_bytes,
@@ -340,10 +353,9 @@ void gated_deltanet_forward(const DeviceGatedDeltaNetWeights& weights,
 
     // Gated RMSNorm per head (plain w over dv, norm before gate), then out_proj.
     rms_norm_rows(heads, weights.norm, n_rows * n_value_heads, dv, dv, ctx.eps(), heads, stream);
-    output_gate_kernel<<<blocks_for(n_rows * value_dim, kElementwiseThreads), kElementwiseThreads,
-                         0, stream>>>(heads, z, n_rows * value_dim,
-                                      c.output_gate == GateActivation::Sigmoid);
-    CHERENKOV_CUDA_CHECK(cudaGetLastError());
+    launch_dependent(output_gate_kernel, dim3(blocks_for(n_rows * value_dim, kElementwiseThreads)),
+                     dim3(kElementwiseThreads), 0, stream, heads, z, n_rows * value_dim,
+                     c.output_gate == GateActivation::Sigmoid);
     linear_apply(weights.out, heads, n_rows, y, stream);
 }
 

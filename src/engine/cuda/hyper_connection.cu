@@ -1,4 +1,7 @@
 // Hyper-connection mix on the GPU (spec/qwen4_exp.md §3.3), as engine/model/hyper_connection.cpp.
+// Kernels wait for the previous kernel before touching memory and are launched with
+// launch_dependent (dependent_launch.cuh).
+#include "engine/cuda/dependent_launch.cuh"
 #include "engine/cuda/device_layers.cuh"
 #include "engine/cuda/device_math.cuh"
 
@@ -7,6 +10,8 @@ namespace {
 
 // v = silu(v / C) over n values (the low-rank down projection's activation).
 __global__ void scaled_silu_kernel(float* v, int64_t n, float inv_streams) {
+    wait_for_previous_kernel();
+    allow_next_kernel();
     for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
          i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
         v[i] = silu_f(v[i] * inv_streams);
@@ -16,6 +21,8 @@ __global__ void scaled_silu_kernel(float* v, int64_t n, float inv_streams) {
 // mix[t, d] = (Σ_s sigmoid(gates[t, s·H + d]) · normed[t, s·H + d]) / C
 __global__ void mix_kernel(const float* gates, const float* normed, int64_t n_rows,
                            int64_t n_streams, int64_t hidden, float inv_streams, float* mix) {
+    wait_for_previous_kernel();
+    allow_next_kernel();
     const int64_t total = n_rows * hidden;
     for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
          i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -32,6 +39,8 @@ __global__ void mix_kernel(const float* gates, const float* normed, int64_t n_ro
 
 // w = 2·sigmoid(w / C)
 __global__ void inject_kernel(float* w, int64_t n, float inv_streams) {
+    wait_for_previous_kernel();
+    allow_next_kernel();
     for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
          i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
         w[i] = 2.0F * sigmoid_f(w[i] * inv_streams);
@@ -59,19 +68,17 @@ void hyper_connection_mix(const DeviceHyperConnectionWeights& weights, const flo
     if (with_inject) {
         const cudaStream_t is = side != nullptr ? side->get(0) : s;
         linear_apply(weights.inject, normed.data(), n_rows, inject, is);
-        inject_kernel<<<elementwise_blocks(n_rows * n_streams), 256, 0, is>>>(
-            inject, n_rows * n_streams, inv_streams);
-        CHERENKOV_CUDA_CHECK(cudaGetLastError());
+        launch_dependent(inject_kernel, dim3(elementwise_blocks(n_rows * n_streams)), dim3(256), 0,
+                         is, inject, n_rows * n_streams, inv_streams);
     }
     DeviceScratch<float> down(static_cast<size_t>(n_rows * rank), s);
     linear_apply(weights.down, normed.data(), n_rows, down.data(), s);
-    scaled_silu_kernel<<<elementwise_blocks(n_rows * rank), 256, 0, s>>>(down.data(), n_rows * rank,
-                                                                         inv_streams);
+    launch_dependent(scaled_silu_kernel, dim3(elementwise_blocks(n_rows * rank)), dim3(256), 0, s,
+                     down.data(), n_rows * rank, inv_streams);
     DeviceScratch<float> gates(static_cast<size_t>(n_rows * width), s);
     linear_apply(weights.up, down.data(), n_rows, gates.data(), s);
-    mix_kernel<<<elementwise_blocks(n_rows * h), 256, 0, s>>>(gates.data(), normed.data(), n_rows,
-                                                              n_streams, h, inv_streams, mix);
-    CHERENKOV_CUDA_CHECK(cudaGetLastError());
+    launch_dependent(mix_kernel, dim3(elementwise_blocks(n_rows * h)), dim3(256), 0, s,
+                     gates.data(), normed.data(), n_rows, n_streams, h, inv_streams, mix);
     if (side != nullptr) side->join(s, 1);
 }
 

@@ -5,7 +5,8 @@
 // them in increasing expert index (the CPU's order) and adds the gated shared expert. Decode
 // (≤ 4 rows) groups experts into affine_experts_swiglu_parts launches; prefill groups them into
 // the token-tiled expert_gemm launches, computing experts one at a time only for shapes those
-// kernels do not take.
+// kernels do not take. Kernels wait for the previous kernel before touching memory and are
+// launched with launch_dependent (dependent_launch.cuh).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 
 #include "base/error.h"
 #include "engine/cuda/affine_gemv.h"
+#include "engine/cuda/dependent_launch.cuh"
 #include "engine/cuda/device_expert_pool.h"
 #include "engine/cuda/device_layers.cuh"
 #include "engine/cuda/device_math.cuh"
@@ -55,6 +57,8 @@ __global__ void router_topk_kernel(const float* logits, int n_experts, int top, 
     unsigned char* taken = reinterpret_cast<unsigned char*>(chosen + top + 1);  // [E]
     __shared__ float warp_best_v[32];
     __shared__ int warp_best_i[32];
+    wait_for_previous_kernel();
+    allow_next_kernel();
 
     const int row = static_cast<int>(blockIdx.x);
     const int lane = static_cast<int>(threadIdx.x) & 31;
@@ -136,6 +140,8 @@ __global__ void router_topk_kernel(const float* logits, int n_experts, int top, 
 
 // g[i] = silu(g[i]) · u[i] for i < n.
 __global__ void silu_mul_kernel(float* g, const float* u, int64_t n) {
+    wait_for_previous_kernel();
+    allow_next_kernel();
     const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i < n) g[i] = silu_f(g[i]) * u[i];
 }
@@ -143,6 +149,8 @@ __global__ void silu_mul_kernel(float* g, const float* u, int64_t n) {
 // xg[i, :] = mix[slots[i] / top, :] for i < n. grid: (ceil(H / threads), n).
 __global__ void gather_rows_kernel(const float* mix, const int32_t* slots, int top, int hidden,
                                    float* xg) {
+    wait_for_previous_kernel();
+    allow_next_kernel();
     const int d = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
     if (d >= hidden) return;
     const int i = static_cast<int>(blockIdx.y);
@@ -153,6 +161,8 @@ __global__ void gather_rows_kernel(const float* mix, const int32_t* slots, int t
 // outputs[slots[i], :] = yg[i, :] for i < n. grid: (ceil(H / threads), n).
 __global__ void scatter_rows_kernel(const float* yg, const int32_t* slots, int hidden,
                                     float* outputs) {
+    wait_for_previous_kernel();
+    allow_next_kernel();
     const int d = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
     if (d >= hidden) return;
     const int i = static_cast<int>(blockIdx.y);
@@ -166,6 +176,8 @@ __global__ void moe_combine_kernel(const float* parts, const int32_t* part_rows,
                                    const float* part_weights, int top, const float* shared,
                                    const float* shared_gate, int n_rows, int hidden, float* routed,
                                    float* y) {
+    wait_for_previous_kernel();
+    allow_next_kernel();
     const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (index >= static_cast<int64_t>(n_rows) * hidden) return;
     const int t = static_cast<int>(index / hidden);
@@ -184,10 +196,6 @@ unsigned blocks(int64_t n, int threads) {
     return static_cast<unsigned>((n + threads - 1) / threads);
 }
 
-void check_launch() {
-    CHERENKOV_CUDA_CHECK(cudaGetLastError());
-}
-
 // Router logits and top-k of one layer on the device; with `record`, the trace's
 // "moe.router_logits" and "moe.margin". experts/weights: device [T, top].
 void route(const DeviceMoeWeights& weights, const float* mix, int64_t n_rows, float* logits,
@@ -201,10 +209,9 @@ void route(const DeviceMoeWeights& weights, const float* mix, int64_t n_rows, fl
     const size_t shared_bytes = (static_cast<size_t>(n_experts) + 32) * sizeof(float) +
                                 static_cast<size_t>(top + 1) * sizeof(int) +
                                 static_cast<size_t>(n_experts);
-    router_topk_kernel<<<static_cast<unsigned>(n_rows), kTopkThreads, shared_bytes, stream>>>(
-        logits, n_experts, top, c.norm_topk_prob, experts, expert_weights,
-        record ? margins : nullptr);
-    check_launch();
+    launch_dependent(router_topk_kernel, dim3(static_cast<unsigned>(n_rows)), dim3(kTopkThreads),
+                     shared_bytes, stream, logits, n_experts, top, c.norm_topk_prob, experts,
+                     expert_weights, record ? margins : nullptr);
     if (record) ctx.record("moe.margin", margins, n_rows);
 }
 
@@ -527,21 +534,18 @@ void RoutedExperts::compute_alone(int32_t expert, const DeviceExpert& device) {
     if (n > 0) {
         const int32_t* slots = slots_->data() + first;
         const dim3 grid(blocks(hidden_, kElementwiseThreads), static_cast<unsigned>(n));
-        gather_rows_kernel<<<grid, kElementwiseThreads, 0, stream>>>(
-            mix_, slots, static_cast<int>(top_), static_cast<int>(hidden_), xg_->data());
-        check_launch();
+        launch_dependent(gather_rows_kernel, grid, dim3(kElementwiseThreads), 0, stream, mix_,
+                         slots, static_cast<int>(top_), static_cast<int>(hidden_), xg_->data());
         const auto h = static_cast<size_t>(hidden_);
         const auto inter = static_cast<size_t>(inter_);
         affine_matmul(device.gate(), xg_->data(), h, n, gg_->data(), inter, stream);
         affine_matmul(device.up(), xg_->data(), h, n, ug_->data(), inter, stream);
         const int64_t n_h = static_cast<int64_t>(n) * inter_;
-        silu_mul_kernel<<<blocks(n_h, kElementwiseThreads), kElementwiseThreads, 0, stream>>>(
-            gg_->data(), ug_->data(), n_h);
-        check_launch();
+        launch_dependent(silu_mul_kernel, dim3(blocks(n_h, kElementwiseThreads)),
+                         dim3(kElementwiseThreads), 0, stream, gg_->data(), ug_->data(), n_h);
         affine_matmul(device.down(), gg_->data(), inter, n, yg_->data(), h, stream);
-        scatter_rows_kernel<<<grid, kElementwiseThreads, 0, stream>>>(
-            yg_->data(), slots, static_cast<int>(hidden_), parts_->data());
-        check_launch();
+        launch_dependent(scatter_rows_kernel, grid, dim3(kElementwiseThreads), 0, stream,
+                         yg_->data(), slots, static_cast<int>(hidden_), parts_->data());
     }
     pool_.release_pinned();
     part_base_[static_cast<size_t>(expert)] = 0;
@@ -569,9 +573,8 @@ void shared_expert(const DeviceMoeWeights& weights, const float* mix, int64_t n_
     DeviceScratch<float> u(static_cast<size_t>(n_rows * inter), ctx.stream);
     linear_apply(weights.shared_gate, mix, n_rows, g.data(), ctx.stream);
     linear_apply(weights.shared_up, mix, n_rows, u.data(), ctx.stream);
-    silu_mul_kernel<<<blocks(n_rows * inter, kElementwiseThreads), kElementwiseThreads, 0,
-                      ctx.stream>>>(g.data(), u.data(), n_rows * inter);
-    check_launch();
+    launch_dependent(silu_mul_kernel, dim3(blocks(n_rows * inter, kElementwiseThreads)),
+                     dim3(kElementwiseThreads), 0, ctx.stream, g.data(), u.data(), n_rows * inter);
     linear_apply(weights.shared_down, g.data(), n_rows, shared, ctx.stream);
     ctx.record("moe.shared_out", shared, n_rows * ctx.config->hidden_size);
     linear_apply(weights.shared_expert_gate, mix, n_rows, gate, ctx.stream);
@@ -708,11 +711,11 @@ void moe_finish(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, c
     CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(combine.data(), part_rows, 2 * n_tk * sizeof(int32_t),
                                          cudaMemcpyHostToDevice, stream));
     DeviceScratch<float> routed(static_cast<size_t>(n_rows * h), stream);
-    moe_combine_kernel<<<blocks(n_rows * h, kElementwiseThreads), kElementwiseThreads, 0, stream>>>(
-        routed_experts.parts(), combine.data(), reinterpret_cast<const float*>(combine.data() + tk),
-        static_cast<int>(top), shared.data(), shared_gate.data(), static_cast<int>(n_rows),
-        static_cast<int>(h), routed.data(), y);
-    check_launch();
+    launch_dependent(moe_combine_kernel, dim3(blocks(n_rows * h, kElementwiseThreads)),
+                     dim3(kElementwiseThreads), 0, stream, routed_experts.parts(), combine.data(),
+                     reinterpret_cast<const float*>(combine.data() + tk), static_cast<int>(top),
+                     shared.data(), shared_gate.data(), static_cast<int>(n_rows),
+                     static_cast<int>(h), routed.data(), y);
     ctx.record("moe.routed_out", routed.data(), n_rows * h);
     ctx.record("moe.out", y, n_rows * h);
 }

@@ -1,6 +1,8 @@
 // Per-layer n-gram embeddings on the GPU (spec/qwen4_exp.md §3.4), as engine/model/ple.cpp. The
 // n-gram rows are gathered and dequantized on the host (the table never leaves host memory) and
-// arrive here as `embedding` [T, P].
+// arrive here as `embedding` [T, P]. Kernels wait for the previous kernel before touching memory
+// and are launched with launch_dependent (dependent_launch.cuh).
+#include "engine/cuda/dependent_launch.cuh"
 #include "engine/cuda/device_layers.cuh"
 #include "engine/cuda/device_math.cuh"
 
@@ -14,6 +16,8 @@ constexpr int kGateThreads = 256;
 __global__ void ple_gate_kernel(const float* keys, const float* query, const float* value,
                                 int64_t n_streams, int64_t hidden, float* gated) {
     __shared__ float partial[32];
+    wait_for_previous_kernel();
+    allow_next_kernel();
     const int64_t t = blockIdx.x;
     const int64_t s = blockIdx.y;
     const int64_t width = n_streams * hidden;
@@ -36,6 +40,8 @@ __global__ void ple_gate_kernel(const float* keys, const float* query, const flo
 __global__ void ple_conv_kernel(const float* hist, const float* gated, const float* conv,
                                 int64_t n_rows, int64_t width, int64_t history, int64_t taps,
                                 int64_t dilation, float* out, float* x) {
+    wait_for_previous_kernel();
+    allow_next_kernel();
     const int64_t total = n_rows * width;
     for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
          i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -76,9 +82,8 @@ void ple_forward(const DevicePleWeights& weights, DevicePleState& state, const f
 
     DeviceScratch<float> gated(static_cast<size_t>(n_rows * width), s);
     const dim3 gate_grid(static_cast<unsigned>(n_rows), static_cast<unsigned>(n_streams));
-    ple_gate_kernel<<<gate_grid, kGateThreads, 0, s>>>(keys.data(), query.data(), value.data(),
-                                                       n_streams, h, gated.data());
-    CHERENKOV_CUDA_CHECK(cudaGetLastError());
+    launch_dependent(ple_gate_kernel, gate_grid, dim3(kGateThreads), 0, s, keys.data(),
+                     query.data(), value.data(), n_streams, h, gated.data());
 
     // hist = [the state's rows ; this call's normalized gated rows]
     const size_t row_bytes = static_cast<size_t>(width) * sizeof(float);
@@ -89,10 +94,9 @@ void ple_forward(const DevicePleWeights& weights, DevicePleState& state, const f
                   hist.data() + history * width, s);
 
     DeviceScratch<float> out(static_cast<size_t>(n_rows * width), s);
-    ple_conv_kernel<<<elementwise_blocks(n_rows * width), 256, 0, s>>>(
-        hist.data(), gated.data(), weights.conv, n_rows, width, history, c.ple_conv_kernel_size,
-        c.ngram_size, out.data(), x);
-    CHERENKOV_CUDA_CHECK(cudaGetLastError());
+    launch_dependent(ple_conv_kernel, dim3(elementwise_blocks(n_rows * width)), dim3(256), 0, s,
+                     hist.data(), gated.data(), weights.conv, n_rows, width, history,
+                     c.ple_conv_kernel_size, c.ngram_size, out.data(), x);
 
     if (ctx.ple_conv_snapshots != nullptr) {
         // After row t the state is hist rows [t+1, t+1+history) (verification: T ≤ 4).

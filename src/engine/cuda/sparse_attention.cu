@@ -2,6 +2,8 @@
 // step for step in float32: indexer queries and block keys, q/k/v with norm and RoPE appended to
 // the device cache, top-K block selection per row (radix select, ties to the smaller block), and
 // split-K online-softmax attention combined in a fixed order, so results are reproducible.
+// Kernels wait for the previous kernel before touching memory and are launched with
+// launch_dependent (dependent_launch.cuh).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -16,6 +18,7 @@
 
 #include "base/error.h"
 #include "engine/cuda/cuda_check.cuh"
+#include "engine/cuda/dependent_launch.cuh"
 #include "engine/cuda/device_buffer.h"
 #include "engine/cuda/device_layers.cuh"
 #include "engine/cuda/device_math.cuh"
@@ -97,6 +100,8 @@ __global__ void head_norm_rope_kernel(const float* x, int64_t x_row_stride, int6
                                       const float* w, int n, int rotary_dim, const float* inv_freq,
                                       int64_t first_position, float eps) {
     __shared__ float reduce[32];
+    wait_for_previous_kernel();
+    allow_next_kernel();
     const int64_t t = blockIdx.x;
     const int64_t h = blockIdx.y;
     norm_rope_head(x + t * x_row_stride + h * x_head_stride, w, n, rotary_dim, inv_freq,
@@ -111,6 +116,8 @@ __global__ void block_keys_kernel(const float* index_keys, int64_t first_block, 
                                   float* block_keys) {
     extern __shared__ float pooled[];
     __shared__ float reduce[32];
+    wait_for_previous_kernel();
+    allow_next_kernel();
     const int64_t b = first_block + blockIdx.x;
     for (int e = threadIdx.x; e < di; e += blockDim.x) {
         float sum = 0.0F;
@@ -129,6 +136,8 @@ __global__ void block_scores_kernel(const float* queries, const float* block_key
                                     int n_index_heads, int di, int64_t first_position, int64_t r,
                                     int64_t top, float* scores, int64_t scores_stride) {
     extern __shared__ float q[];
+    wait_for_previous_kernel();
+    allow_next_kernel();
     const int64_t t = blockIdx.y;
     const RowTokens row = row_tokens(true, first_position + t, r, top);
     if (row.dense) return;  // the same for the whole CTA
@@ -175,6 +184,8 @@ __global__ void select_blocks_kernel(const float* scores, int64_t scores_stride,
     __shared__ uint64_t shared_prefix;
     __shared__ int64_t shared_remaining;
     __shared__ int warp_counts[32];
+    wait_for_previous_kernel();
+    allow_next_kernel();
     const int64_t t = blockIdx.x;
     const RowTokens row = row_tokens(true, first_position + t, r, top);
     if (row.dense) return;
@@ -255,6 +266,8 @@ __global__ void attention_split_kernel(AttentionParams p) {
     __shared__ float warp_max_s[kAttentionWarps];
     __shared__ float warp_sum_s[kAttentionWarps];
     __shared__ float warp_out[kAttentionWarps][kMaxHeadDim];
+    wait_for_previous_kernel();
+    allow_next_kernel();
     const int split = blockIdx.x;
     const int head = blockIdx.y;
     const int64_t t = blockIdx.z;
@@ -338,6 +351,8 @@ __global__ void attention_split_kernel(AttentionParams p) {
 __global__ void attention_combine_kernel(const float* partial_out, const float* partial_stats,
                                          const float* qg, int n_heads, int head_dim, int n_splits,
                                          float* gated) {
+    wait_for_previous_kernel();
+    allow_next_kernel();
     const int64_t t = blockIdx.x;
     const int head = blockIdx.y;
     const int d = head_dim;
@@ -361,19 +376,15 @@ __global__ void attention_combine_kernel(const float* partial_out, const float* 
     }
 }
 
-void check_launch() {
-    CHERENKOV_CUDA_CHECK(cudaGetLastError());
-}
-
 // Normalizes and rotates n_heads head vectors of T rows (strides in floats).
 void head_norm_rope(const float* x, int64_t x_row_stride, int64_t x_head_stride, float* y,
                     int64_t y_row_stride, int64_t y_head_stride, const float* w, int64_t n_rows,
                     int64_t n_heads, int64_t n, int64_t first_position, const DeviceContext& ctx) {
     const dim3 grid(static_cast<unsigned>(n_rows), static_cast<unsigned>(n_heads));
-    head_norm_rope_kernel<<<grid, kNormThreads, 0, ctx.stream>>>(
-        x, x_row_stride, x_head_stride, y, y_row_stride, y_head_stride, w, static_cast<int>(n),
-        static_cast<int>(ctx.config->rotary_dim), ctx.rope_inv_freq, first_position, ctx.eps());
-    check_launch();
+    launch_dependent(head_norm_rope_kernel, grid, dim3(kNormThreads), 0, ctx.stream, x,
+                     x_row_stride, x_head_stride, y, y_row_stride, y_head_stride, w,
+                     static_cast<int>(n), static_cast<int>(ctx.config->rotary_dim),
+                     ctx.rope_inv_freq, first_position, ctx.eps());
 }
 
 // The host-side trace values (CPU: select_tokens' margin and selected blocks): copies the scores
@@ -452,11 +463,11 @@ void complete_block_keys(const DeviceSparseAttentionWeights& weights, DeviceAtte
     const int64_t n_blocks = cache.length / r;
     if (n_blocks <= cache.n_block_keys) return;
     const auto di = static_cast<int>(ix.head_dim);
-    block_keys_kernel<<<static_cast<unsigned>(n_blocks - cache.n_block_keys), kNormThreads,
-                        di * sizeof(float), ctx.stream>>>(
-        cache.index_keys, cache.n_block_keys, r, di, weights.index_k_norm,
-        static_cast<int>(ctx.config->rotary_dim), ctx.rope_inv_freq, ctx.eps(), cache.block_keys);
-    check_launch();
+    launch_dependent(block_keys_kernel, dim3(static_cast<unsigned>(n_blocks - cache.n_block_keys)),
+                     dim3(kNormThreads), di * sizeof(float), ctx.stream, cache.index_keys,
+                     cache.n_block_keys, r, di, weights.index_k_norm,
+                     static_cast<int>(ctx.config->rotary_dim), ctx.rope_inv_freq, ctx.eps(),
+                     cache.block_keys);
     cache.n_block_keys = n_blocks;
 }
 
@@ -538,13 +549,13 @@ void sparse_attention_forward(const DeviceSparseAttentionWeights& weights,
         const dim3 score_grid(
             static_cast<unsigned>((scores_stride + kBlocksPerScoreCta - 1) / kBlocksPerScoreCta),
             static_cast<unsigned>(n_rows));
-        block_scores_kernel<<<score_grid, kScoreThreads, index_width * sizeof(float), ctx.stream>>>(
-            index_queries.data(), cache.block_keys, static_cast<int>(ix.n_heads),
+        launch_dependent(
+            block_scores_kernel, score_grid, dim3(kScoreThreads), index_width * sizeof(float),
+            ctx.stream, index_queries.data(), cache.block_keys, static_cast<int>(ix.n_heads),
             static_cast<int>(ix.head_dim), first_position, r, top, scores.data(), scores_stride);
-        check_launch();
-        select_blocks_kernel<<<static_cast<unsigned>(n_rows), kSelectThreads, 0, ctx.stream>>>(
-            scores.data(), scores_stride, first_position, r, top, selected.data());
-        check_launch();
+        launch_dependent(select_blocks_kernel, dim3(static_cast<unsigned>(n_rows)),
+                         dim3(kSelectThreads), 0, ctx.stream, scores.data(), scores_stride,
+                         first_position, r, top, selected.data());
     }
     if (ctx.trace != nullptr) {
         record_selection_trace(weights, scores.data(), scores_stride, selected.data(), n_rows,
@@ -578,14 +589,13 @@ void sparse_attention_forward(const DeviceSparseAttentionWeights& weights,
     params.has_indexer = indexed;
     const dim3 attention_grid(static_cast<unsigned>(n_splits), static_cast<unsigned>(n_heads),
                               static_cast<unsigned>(n_rows));
-    attention_split_kernel<<<attention_grid, kAttentionThreads, 0, ctx.stream>>>(params);
-    check_launch();
+    launch_dependent(attention_split_kernel, attention_grid, dim3(kAttentionThreads), 0, ctx.stream,
+                     params);
     DeviceScratch<float> gated(static_cast<size_t>(n_rows * n_heads * d), ctx.stream);
     const dim3 combine_grid(static_cast<unsigned>(n_rows), static_cast<unsigned>(n_heads));
-    attention_combine_kernel<<<combine_grid, kAttentionThreads, 0, ctx.stream>>>(
-        partial_out.data(), partial_stats.data(), qg.data(), params.n_heads, params.head_dim,
-        params.n_splits, gated.data());
-    check_launch();
+    launch_dependent(attention_combine_kernel, combine_grid, dim3(kAttentionThreads), 0, ctx.stream,
+                     partial_out.data(), partial_stats.data(), qg.data(), params.n_heads,
+                     params.head_dim, params.n_splits, gated.data());
     linear_apply(weights.o, gated.data(), n_rows, y, ctx.stream);
 }
 

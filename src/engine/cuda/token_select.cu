@@ -1,7 +1,9 @@
 // Token selection kernels (token_select.h): one block per row. Every decision is "the largest
 // selection key of a set" or "the largest key whose cumulative integer weight (in key order)
 // reaches a target", found by a block reduction or an 8-pass radix select over 64-bit keys, the
-// same integers engine/model/token_selector.cpp computes on the host.
+// same integers engine/model/token_selector.cpp computes on the host. The kernel waits for the
+// previous kernel before touching memory and is launched with launch_dependent
+// (dependent_launch.cuh).
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -9,6 +11,7 @@
 
 #include "base/error.h"
 #include "engine/cuda/cuda_check.cuh"
+#include "engine/cuda/dependent_launch.cuh"
 #include "engine/cuda/token_select.h"
 
 namespace cherenkov::engine::cuda {
@@ -131,6 +134,8 @@ __device__ inline uint64_t device_draw_threshold(double u, uint64_t total) {
 __global__ void token_select_kernel(const float* logits, int64_t vocab, const TokenChoice* choices,
                                     uint64_t* weights, int32_t* tokens) {
     __shared__ SelectShared sh;
+    wait_for_previous_kernel();
+    allow_next_kernel();
     const int64_t r = blockIdx.x;
     const float* row = logits + r * vocab;
     const TokenChoice choice = choices[r];
@@ -213,10 +218,8 @@ void token_select(const float* logits, int64_t n_rows, int64_t vocab, const Toke
     if (logits == nullptr || choices == nullptr || tokens == nullptr) {
         throw_invalid("[token_select] null logits, choices or tokens");
     }
-    token_select_kernel<<<static_cast<unsigned>(n_rows), kThreads, 0,
-                          static_cast<cudaStream_t>(stream)>>>(logits, vocab, choices, weights,
-                                                               tokens);
-    CHERENKOV_CUDA_CHECK(cudaGetLastError());
+    launch_dependent(token_select_kernel, dim3(static_cast<unsigned>(n_rows)), dim3(kThreads), 0,
+                     static_cast<cudaStream_t>(stream), logits, vocab, choices, weights, tokens);
 }
 
 }  // namespace cherenkov::engine::cuda
