@@ -8,6 +8,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <utility>
 
 #include "engine/cuda/cuda_check.cuh"
@@ -26,9 +28,12 @@ __device__ __forceinline__ void allow_next_kernel() {
 #endif
 }
 
-// Whether the current device takes the programmatic-serialization launch attribute.
+// Whether launches overlap: the device takes the programmatic-serialization attribute (sm_90)
+// and CHERENKOV_PDL=0 does not turn it off (A/B runs; the waits then return at once).
 inline bool dependent_launch_supported() {
     static const bool ok = [] {
+        const char* v = std::getenv("CHERENKOV_PDL");
+        if (v != nullptr && std::strcmp(v, "0") == 0) return false;
         int device = 0;
         int major = 0;
         if (cudaGetDevice(&device) != cudaSuccess ||
