@@ -650,6 +650,7 @@ ForwardResult CudaModel::forward(SequenceState& state, std::span<const int32_t> 
     ForwardResult result;
     {
         const ArenaScope arena(&call_arena_);
+        const LaunchOverlapScope overlap(static_cast<int64_t>(tokens.size()) <= kMaxGemvRows);
         result = forward_in_arena(state, tokens, options);
     }
     grow_arenas();
@@ -820,6 +821,7 @@ MtpResult CudaModel::mtp_rows(SequenceState& state, const float* residuals,
     MtpResult result;
     {
         const ArenaScope arena(&call_arena_);
+        const LaunchOverlapScope overlap(static_cast<int64_t>(tokens.size()) <= kMaxGemvRows);
         result = mtp_rows_in_arena(state, residuals, tokens, first_position, step, all_logits,
                                    trace, select);
     }
