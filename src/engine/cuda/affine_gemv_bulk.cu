@@ -33,6 +33,7 @@
 #include "engine/cuda/affine_mma.cuh"
 #include "engine/cuda/cuda_check.cuh"
 #include "engine/cuda/dependent_launch.cuh"
+#include "engine/cuda/device_attribute.cuh"
 #include "engine/cuda/device_math.cuh"
 
 namespace cherenkov::engine::cuda {
@@ -279,7 +280,6 @@ __global__ void __launch_bounds__(kThreads, 2) bulk_gemv_kernel(const Params p) 
     }
 
     float total[kTiles][2] = {};
-    constexpr uint32_t kOnes = 0x3F803F80U;  // bf16 (1, 1)
 #pragma unroll
     for (int phase = 0; phase < kPhases; ++phase) {
         if (phase == 0) {
@@ -303,39 +303,8 @@ __global__ void __launch_bounds__(kThreads, 2) bulk_gemv_kernel(const Params p) 
                     bias[tile][h] = bf16_bits_to_float(bias_row[tile][h][group]);
                 }
             }
-            float acc[kTiles][4] = {};
-            float xs[4] = {};
-            const uint2* b_group = b_frag + group * S::kStepsPerGroup * 8 * R;
-#pragma unroll
-            for (int w = 0; w < S::kChunkWords; ++w) {
-                uint32_t a[kTiles][2][S::kRegsPerWord];
-#pragma unroll
-                for (int tile = 0; tile < kTiles; ++tile) {
-                    decode_word<Bits>(words[tile][0][w], a[tile][0]);
-                    decode_word<Bits>(words[tile][1][w], a[tile][1]);
-                }
-#pragma unroll
-                for (int s = 0; s < S::kStepsPerWord; ++s) {
-                    const int step = w * S::kStepsPerWord + s;
-                    const uint2 b = lane < 8 * R ? b_group[step * 8 * R + lane] : make_uint2(0, 0);
-#pragma unroll
-                    for (int tile = 0; tile < kTiles; ++tile) {
-                        mma_bf16(acc[tile], a[tile][0][2 * s], a[tile][1][2 * s],
-                                 a[tile][0][2 * s + 1], a[tile][1][2 * s + 1], b.x, b.y);
-                    }
-                    mma_bf16(xs, kOnes, kOnes, kOnes, kOnes, b.x, b.y);
-                }
-            }
-            const float x_sum = xs[0] + xs[1];
-#pragma unroll
-            for (int tile = 0; tile < kTiles; ++tile) {
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const float dot = acc[tile][2 * h] + acc[tile][2 * h + 1];
-                    total[tile][h] = fmaf(scale[tile][h], dot, total[tile][h]);
-                    total[tile][h] = fmaf(bias[tile][h], x_sum, total[tile][h]);
-                }
-            }
+            multiply_group<Bits, G, R, kTiles>(words, b_frag + group * S::kStepsPerGroup * 8 * R,
+                                               lane, scale, bias, total);
         }
     }
 
@@ -392,17 +361,7 @@ bool bulk_disabled() {
 }
 
 bool device_is_hopper_or_newer() {
-    static const bool ok = [] {
-        int device = 0;
-        int major = 0;
-        if (cudaGetDevice(&device) != cudaSuccess ||
-            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) !=
-                cudaSuccess) {
-            cudaGetLastError();
-            return false;
-        }
-        return major >= 9;
-    }();
+    static const bool ok = current_device_attribute(cudaDevAttrComputeCapabilityMajor) >= 9;
     return ok;
 }
 
@@ -421,30 +380,15 @@ struct Plan {
 // kernel's static shared memory.
 size_t max_shared_alone() {
     static const size_t bytes = [] {
-        int device = 0;
-        int optin = 0;
-        if (cudaGetDevice(&device) != cudaSuccess ||
-            cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
-                cudaSuccess) {
-            cudaGetLastError();
-            return kMaxSharedBytes;
-        }
-        return std::max(kMaxSharedBytes, static_cast<size_t>(optin) - 256);
+        const auto optin =
+            static_cast<size_t>(current_device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin));
+        return optin > kMaxSharedBytes + 256 ? optin - 256 : kMaxSharedBytes;
     }();
     return bytes;
 }
 
 int multiprocessors() {
-    static const int count = [] {
-        int device = 0;
-        int n = 0;
-        if (cudaGetDevice(&device) != cudaSuccess ||
-            cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-            cudaGetLastError();
-            return 0;
-        }
-        return n;
-    }();
+    static const int count = current_device_attribute(cudaDevAttrMultiProcessorCount);
     return count;
 }
 

@@ -37,6 +37,7 @@
 #include "engine/cuda/affine_mma.cuh"
 #include "engine/cuda/cuda_check.cuh"
 #include "engine/cuda/dependent_launch.cuh"
+#include "engine/cuda/device_attribute.cuh"
 #include "engine/cuda/device_math.cuh"
 
 namespace cherenkov::engine::cuda {
@@ -186,7 +187,6 @@ __global__ void __launch_bounds__(kThreads, 4) mma_gemv_kernel(const Params p) {
 
     float total[kTiles][2] = {};
     if (active) {
-        constexpr uint32_t kOnes = 0x3F803F80U;  // bf16 (1, 1)
         for (int base = g0; base < g1; base += kDepth<Bits, G>) {
 #pragma unroll
             for (int d = 0; d < kDepth<Bits, G>; ++d) {
@@ -210,41 +210,9 @@ __global__ void __launch_bounds__(kThreads, 4) mma_gemv_kernel(const Params p) {
                     }
                 }
                 load_stage(st, rp, group + kDepth<Bits, G>, g1);
-                float acc[kTiles][4] = {};
-                float xs[4] = {};
-                const uint2* b_group = region + (group - g0) * S::kStepsPerGroup * 8 * R;
-#pragma unroll
-                for (int w = 0; w < S::kChunkWords; ++w) {
-                    // Decoded one word at a time: 4 live registers per row instead of a group's.
-                    uint32_t a[kTiles][2][S::kRegsPerWord];
-#pragma unroll
-                    for (int tile = 0; tile < kTiles; ++tile) {
-                        decode_word<Bits>(words[tile][0][w], a[tile][0]);
-                        decode_word<Bits>(words[tile][1][w], a[tile][1]);
-                    }
-#pragma unroll
-                    for (int s = 0; s < S::kStepsPerWord; ++s) {
-                        const int step = w * S::kStepsPerWord + s;
-                        const uint2 b =
-                            lane < 8 * R ? b_group[step * 8 * R + lane] : make_uint2(0, 0);
-#pragma unroll
-                        for (int tile = 0; tile < kTiles; ++tile) {
-                            mma_bf16(acc[tile], a[tile][0][2 * s], a[tile][1][2 * s],
-                                     a[tile][0][2 * s + 1], a[tile][1][2 * s + 1], b.x, b.y);
-                        }
-                        mma_bf16(xs, kOnes, kOnes, kOnes, kOnes, b.x, b.y);
-                    }
-                }
-                const float x_sum = xs[0] + xs[1];
-#pragma unroll
-                for (int tile = 0; tile < kTiles; ++tile) {
-#pragma unroll
-                    for (int h = 0; h < 2; ++h) {
-                        const float dot = acc[tile][2 * h] + acc[tile][2 * h + 1];
-                        total[tile][h] = fmaf(scale[tile][h], dot, total[tile][h]);
-                        total[tile][h] = fmaf(bias[tile][h], x_sum, total[tile][h]);
-                    }
-                }
+                multiply_group<Bits, G, R, kTiles>(
+                    words, region + (group - g0) * S::kStepsPerGroup * 8 * R, lane, scale, bias,
+                    total);
             }
         }
     }
@@ -297,17 +265,7 @@ bool mma_disabled() {
 }
 
 bool device_has_bf16_mma() {
-    static const bool ok = [] {
-        int device = 0;
-        int major = 0;
-        if (cudaGetDevice(&device) != cudaSuccess ||
-            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) !=
-                cudaSuccess) {
-            cudaGetLastError();
-            return false;
-        }
-        return major >= 8;
-    }();
+    static const bool ok = current_device_attribute(cudaDevAttrComputeCapabilityMajor) >= 8;
     return ok;
 }
 

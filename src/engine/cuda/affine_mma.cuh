@@ -152,4 +152,51 @@ __device__ __forceinline__ void build_b(uint2* region, const float* x, size_t x_
     }
 }
 
+// One quantization group for a warp's Tiles 16-row tiles: lane (g, c) holds words[tile][h] of
+// rows g (h = 0) and g + 8 (h = 1) of each tile (its quarter of the group), b_group the group's
+// B fragments (8R uint2 per k16 step, read by lanes < 8R), and each row's bf16 scale and bias
+// as float. Adds scale·Σq·x + bias·Σx of the group to total[tile][h] for input row t = c (lanes
+// with c ≥ R add sums of the zero slots). Σx comes from one more mma with A = ones.
+template <int Bits, int G, int R, int Tiles>
+__device__ __forceinline__ void multiply_group(
+    const uint32_t (&words)[Tiles][2][CodeLayout<Bits, G>::kChunkWords], const uint2* b_group,
+    int lane, const float (&scale)[Tiles][2], const float (&bias)[Tiles][2],
+    float (&total)[Tiles][2]) {
+    using S = CodeLayout<Bits, G>;
+    constexpr uint32_t kOnes = 0x3F803F80U;  // bf16 (1, 1)
+    float acc[Tiles][4] = {};
+    float xs[4] = {};
+#pragma unroll
+    for (int w = 0; w < S::kChunkWords; ++w) {
+        // Decoded one word at a time: 4 live registers per row instead of a group's.
+        uint32_t a[Tiles][2][S::kRegsPerWord];
+#pragma unroll
+        for (int tile = 0; tile < Tiles; ++tile) {
+            decode_word<Bits>(words[tile][0][w], a[tile][0]);
+            decode_word<Bits>(words[tile][1][w], a[tile][1]);
+        }
+#pragma unroll
+        for (int s = 0; s < S::kStepsPerWord; ++s) {
+            const int step = w * S::kStepsPerWord + s;
+            const uint2 b = lane < 8 * R ? b_group[step * 8 * R + lane] : make_uint2(0, 0);
+#pragma unroll
+            for (int tile = 0; tile < Tiles; ++tile) {
+                mma_bf16(acc[tile], a[tile][0][2 * s], a[tile][1][2 * s], a[tile][0][2 * s + 1],
+                         a[tile][1][2 * s + 1], b.x, b.y);
+            }
+            mma_bf16(xs, kOnes, kOnes, kOnes, kOnes, b.x, b.y);
+        }
+    }
+    const float x_sum = xs[0] + xs[1];
+#pragma unroll
+    for (int tile = 0; tile < Tiles; ++tile) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const float dot = acc[tile][2 * h] + acc[tile][2 * h + 1];
+            total[tile][h] = fmaf(scale[tile][h], dot, total[tile][h]);
+            total[tile][h] = fmaf(bias[tile][h], x_sum, total[tile][h]);
+        }
+    }
+}
+
 }  // namespace cherenkov::engine::cuda

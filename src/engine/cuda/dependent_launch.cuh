@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "engine/cuda/cuda_check.cuh"
+#include "engine/cuda/device_attribute.cuh"
 
 namespace cherenkov::engine::cuda {
 
@@ -34,15 +35,7 @@ inline bool dependent_launch_supported() {
     static const bool ok = [] {
         const char* v = std::getenv("CHERENKOV_PDL");
         if (v != nullptr && std::strcmp(v, "0") == 0) return false;
-        int device = 0;
-        int major = 0;
-        if (cudaGetDevice(&device) != cudaSuccess ||
-            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) !=
-                cudaSuccess) {
-            cudaGetLastError();
-            return false;
-        }
-        return major >= 9;
+        return current_device_attribute(cudaDevAttrComputeCapabilityMajor) >= 9;
     }();
     return ok;
 }

@@ -29,6 +29,7 @@
 #include "engine/cuda/affine_mma.cuh"
 #include "engine/cuda/cuda_check.cuh"
 #include "engine/cuda/dependent_launch.cuh"
+#include "engine/cuda/device_attribute.cuh"
 #include "engine/cuda/device_math.cuh"
 #include "engine/cuda/expert_gemm.h"
 
@@ -65,16 +66,8 @@ struct Params {
 };
 
 template <int Bits, int G>
-struct CodeShape {
-    static constexpr int kChunkWords = G * Bits / 128;  // words per lane, row and group
-    static constexpr int kRegsPerWord = 16 / Bits;      // bf16x2 registers per decoded word
-    static constexpr int kStepsPerWord = 8 / Bits;      // k16 steps per word
-    static constexpr int kStepsPerGroup = G / 16;
-    static constexpr int kCodesPerWord = 32 / Bits;
-    static constexpr int kPairOffset = 16 / Bits;  // columns between a register's two halves
-    static constexpr int kGroupBytes = G * Bits / 8;
+struct CodeShape : CodeLayout<Bits, G> {
     static constexpr int kChunkGroups = kChunkCols / G;
-    static_assert(kChunkWords >= 1 && kChunkWords * kStepsPerWord == kStepsPerGroup);
     static_assert(kChunkGroups % kDepth == 0, "a chunk starts at a stage-ring boundary");
 };
 
@@ -366,14 +359,7 @@ bool shape_supported(int bits, int group_size) {
 }
 
 bool device_has_bf16_mma() {
-    int device = 0;
-    int major = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
-        cudaGetLastError();
-        return false;
-    }
-    return major >= 8;
+    return current_device_attribute(cudaDevAttrComputeCapabilityMajor) >= 8;
 }
 
 template <Mode M>
