@@ -315,8 +315,8 @@ TEST_F(CudaAffineGemv, BulkKernelsGiveTheTensorCoreKernelsBits) {
                 continue;
             }
             const auto x = random_vector(static_cast<size_t>(n_rows * k.hidden), 31 + n_rows);
-            const size_t h_floats = static_cast<size_t>(n_experts * n_rows * k.inter);
-            const size_t part_floats = static_cast<size_t>(n_experts * n_rows * k.hidden);
+            const auto h_floats = static_cast<size_t>(int64_t{n_experts} * n_rows * k.inter);
+            const auto part_floats = static_cast<size_t>(int64_t{n_experts} * n_rows * k.hidden);
             DeviceBuffer d_x(x.size() * 4), d_h(h_floats * 4), d_part(part_floats * 4);
             d_x.upload(x.data(), x.size() * 4);
             std::vector<float> h_mma(h_floats), h_bulk(h_floats), part_mma(part_floats),

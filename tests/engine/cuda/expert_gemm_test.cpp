@@ -240,12 +240,13 @@ void check_shape(const ExpertShape& shape, ThreadPool* pool, uint64_t seed) {
 TEST_F(CudaExpertGemm, MatchesCpuOnOddMultiplesOfTheGroup) {
     for (const auto& [bits, group] : kShapes) {
         // Down rows 3·G: a row block with idle warps; gate/up 5·G columns: a partial chunk.
-        check_shape(ExpertShape{3 * group, 5 * group, bits, group}, &pool_,
-                    static_cast<uint64_t>(bits * 10 + group));
+        const int64_t g = group;
+        check_shape(ExpertShape{3 * g, 5 * g, bits, group}, &pool_,
+                    static_cast<uint64_t>(bits) * 10 + static_cast<uint64_t>(group));
         if (HasFatalFailure()) return;
         // One group of columns each way (the tiny fixtures' 64 × 64).
         check_shape(ExpertShape{group, group, bits, group}, &pool_,
-                    static_cast<uint64_t>(bits * 10 + group + 1));
+                    static_cast<uint64_t>(bits) * 10 + static_cast<uint64_t>(group) + 1);
         if (HasFatalFailure()) return;
     }
 }
@@ -253,7 +254,7 @@ TEST_F(CudaExpertGemm, MatchesCpuOnOddMultiplesOfTheGroup) {
 TEST_F(CudaExpertGemm, MatchesCpuOnTheFlashShape) {
     for (const auto& [bits, group] : kShapes) {
         check_shape(ExpertShape{2560, 640, bits, group}, &pool_,
-                    static_cast<uint64_t>(bits * 100 + group));
+                    static_cast<uint64_t>(bits) * 100 + static_cast<uint64_t>(group));
         if (HasFatalFailure()) return;
     }
 }
