@@ -30,11 +30,13 @@
 
 #include "base/error.h"
 #include "engine/cuda/affine_gemv_bulk.h"
+#include "engine/cuda/affine_gemv_mma.h"
 #include "engine/cuda/affine_mma.cuh"
 #include "engine/cuda/cuda_check.cuh"
 #include "engine/cuda/dependent_launch.cuh"
 #include "engine/cuda/device_attribute.cuh"
 #include "engine/cuda/device_math.cuh"
+#include "engine/cuda/switched_off.h"
 
 namespace cherenkov::engine::cuda {
 namespace {
@@ -353,21 +355,13 @@ __global__ void __launch_bounds__(kThreads, 2) bulk_gemv_kernel(const Params p) 
 }
 
 bool bulk_disabled() {
-    static const bool disabled = [] {
-        const char* v = std::getenv("CHERENKOV_GEMV_BULK");
-        return v != nullptr && std::strcmp(v, "0") == 0;
-    }();
+    static const bool disabled = switched_off("CHERENKOV_GEMV_BULK");
     return disabled;
 }
 
 bool device_is_hopper_or_newer() {
     static const bool ok = current_device_attribute(cudaDevAttrComputeCapabilityMajor) >= 9;
     return ok;
-}
-
-// The k_split rule of affine_gemv_mma.cu (the same warps' column ranges give the same sums).
-int k_split_for(int n_groups) {
-    return n_groups >= 20 ? 4 : n_groups >= 10 ? 2 : 1;
 }
 
 // A block's shared-memory plan for one matrix shape; total 0 when the shape is not taken.
@@ -451,7 +445,7 @@ Plan plan_for(Mode mode, int bits, int group_size, int64_t rows, int64_t cols, i
     const int n_groups = static_cast<int>(cols / group_size);
     if (mode != Mode::Dense) {
         // The experts keep affine_gemv_mma.cu's column ranges: the same bits as its kernels.
-        return layout(mode, bits, group_size, rows, cols, n_rows, k_split_for(n_groups),
+        return layout(mode, bits, group_size, rows, cols, n_rows, mma_k_split(n_groups),
                       kMaxSharedBytes);
     }
     // Dense: the fewest warps per row set that still give every multiprocessor a block (more

@@ -39,6 +39,7 @@
 #include "engine/cuda/dependent_launch.cuh"
 #include "engine/cuda/device_attribute.cuh"
 #include "engine/cuda/device_math.cuh"
+#include "engine/cuda/switched_off.h"
 
 namespace cherenkov::engine::cuda {
 namespace {
@@ -257,10 +258,7 @@ __global__ void __launch_bounds__(kThreads, 4) mma_gemv_kernel(const Params p) {
 }
 
 bool mma_disabled() {
-    static const bool disabled = [] {
-        const char* v = std::getenv("CHERENKOV_GEMV_MMA");
-        return v != nullptr && std::strcmp(v, "0") == 0;
-    }();
+    static const bool disabled = switched_off("CHERENKOV_GEMV_MMA");
     return disabled;
 }
 
@@ -269,19 +267,13 @@ bool device_has_bf16_mma() {
     return ok;
 }
 
-// Warps adding partial sums of one tile set: enough warps to keep loads in flight on short
-// matrices, whole column ranges of ≥ 5 groups each.
-int k_split_for(int n_groups) {
-    return n_groups >= 20 ? 4 : n_groups >= 10 ? 2 : 1;
-}
-
 int groups_per_part(int n_groups, int k_split) {
     return (n_groups + k_split - 1) / k_split;
 }
 
 // Per block: each warp's B fragments, 8R uint2 per k16 step of its column range.
 size_t shared_bytes(int group_size, int n_groups, int n_rows) {
-    return size_t{kWarps} * static_cast<size_t>(groups_per_part(n_groups, k_split_for(n_groups))) *
+    return size_t{kWarps} * static_cast<size_t>(groups_per_part(n_groups, mma_k_split(n_groups))) *
            static_cast<size_t>(group_size / 16) * 8 * static_cast<size_t>(n_rows) * sizeof(uint2);
 }
 
@@ -338,12 +330,17 @@ Params base_params(int rows, int64_t cols, int group_size) {
     Params p{};
     p.rows = rows;
     p.n_groups = static_cast<int>(cols / group_size);
-    p.k_split = k_split_for(p.n_groups);
+    p.k_split = mma_k_split(p.n_groups);
     p.groups_per_part = groups_per_part(p.n_groups, p.k_split);
     return p;
 }
 
 }  // namespace
+
+// Enough warps to keep loads in flight on short matrices, whole column ranges of ≥ 5 groups each.
+int mma_k_split(int n_groups) {
+    return n_groups >= 20 ? 4 : n_groups >= 10 ? 2 : 1;
+}
 
 bool mma_gemv_takes(int bits, int group_size, int64_t cols, int n_rows) {
     if (mma_disabled() || n_rows < 1 || n_rows > kMaxGemvRows) return false;

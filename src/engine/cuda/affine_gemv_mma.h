@@ -14,6 +14,10 @@
 
 namespace cherenkov::engine::cuda {
 
+// Warps adding partial sums of one tile set for a row of n_groups groups (1, 2 or 4): the
+// column ranges, and so the order of every sum, that the bulk-loaded experts share.
+int mma_k_split(int n_groups);
+
 // Whether the tensor-core kernels take this (bits, group size, cols, rows of x).
 bool mma_gemv_takes(int bits, int group_size, int64_t cols, int n_rows);
 

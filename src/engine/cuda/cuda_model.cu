@@ -366,10 +366,8 @@ CudaModel::CudaModel(const ModelWeights& weights, ExpertSource& experts,
                         " free bytes with 1 GiB of working room");
     }
     device_ = upload_model_weights(weights);
-    const char* graphs = std::getenv("CHERENKOV_CUDA_GRAPHS");
-    graphs_enabled_ = graphs == nullptr || std::string(graphs) != "0";
-    const char* streams = std::getenv("CHERENKOV_CUDA_STREAMS");
-    if (streams == nullptr || std::string(streams) != "0") side_ = std::make_unique<SideStreams>();
+    graphs_enabled_ = !switched_off("CHERENKOV_CUDA_GRAPHS");
+    if (!switched_off("CHERENKOV_CUDA_STREAMS")) side_ = std::make_unique<SideStreams>();
 
     // RoPE frequencies exactly as engine::Rope computes them.
     std::vector<float> inv_freq;

@@ -14,6 +14,7 @@
 
 #include "engine/cuda/cuda_check.cuh"
 #include "engine/cuda/device_attribute.cuh"
+#include "engine/cuda/switched_off.h"
 
 namespace cherenkov::engine::cuda {
 
@@ -32,11 +33,8 @@ __device__ __forceinline__ void allow_next_kernel() {
 // Whether launches overlap: the device takes the programmatic-serialization attribute (sm_90)
 // and CHERENKOV_PDL=0 does not turn it off (A/B runs; the waits then return at once).
 inline bool dependent_launch_supported() {
-    static const bool ok = [] {
-        const char* v = std::getenv("CHERENKOV_PDL");
-        if (v != nullptr && std::strcmp(v, "0") == 0) return false;
-        return current_device_attribute(cudaDevAttrComputeCapabilityMajor) >= 9;
-    }();
+    static const bool ok = !switched_off("CHERENKOV_PDL") &&
+                           current_device_attribute(cudaDevAttrComputeCapabilityMajor) >= 9;
     return ok;
 }
 
