@@ -310,45 +310,11 @@ __global__ void __launch_bounds__(kThreads, 2) bulk_gemv_kernel(const Params p) 
         }
     }
 
-    if (p.k_split > 1) {
-        __syncthreads();  // every warp is done with the codes region, which now takes the partials
-        auto* partial = reinterpret_cast<float*>(smem);  // [warp][tile][h][lane]
-#pragma unroll
-        for (int tile = 0; tile < kTiles; ++tile) {
-#pragma unroll
-            for (int h = 0; h < 2; ++h)
-                partial[((warp * kTiles + tile) * 2 + h) * 32 + lane] = total[tile][h];
-        }
-        __syncthreads();
-        if (part != 0) return;
-#pragma unroll
-        for (int tile = 0; tile < kTiles; ++tile) {
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                float sum = partial[((warp * kTiles + tile) * 2 + h) * 32 + lane];
-                for (int k = 1; k < p.k_split; ++k) {
-                    sum += partial[(((warp + k) * kTiles + tile) * 2 + h) * 32 + lane];
-                }
-                total[tile][h] = sum;
-            }
-        }
+    __syncthreads();  // every warp is done with the codes region, which now takes the partials
+    if (!add_parts(total, reinterpret_cast<float*>(smem), warp, part, p.k_split, lane) || !active) {
+        return;
     }
-    if (!active || c >= R) return;
-    // Lane (g, c) holds input row t = c of rows g and g + 8 of each tile.
-    float* yt = y + static_cast<size_t>(c) * p.y_stride;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        if constexpr (M == Mode::GateUp) {
-            const int row = row0 + set * kTileRows + g + 8 * h;
-            if (row < p.rows) yt[row] = silu_f(total[0][h]) * total[1][h];
-        } else {
-#pragma unroll
-            for (int tile = 0; tile < kTiles; ++tile) {
-                const int row = row0 + set * kSetRows + tile * kTileRows + g + 8 * h;
-                if (row < p.rows) yt[row] = total[tile][h];
-            }
-        }
-    }
+    store_tile_set<R, M == Mode::GateUp>(total, y, p.y_stride, row0 + set * kSetRows, p.rows, lane);
 #else
     __trap();  // griddepcontrol needs sm_90; bulk_gemv_takes() checks the device
 #endif

@@ -218,40 +218,8 @@ __global__ void __launch_bounds__(kThreads, 4) mma_gemv_kernel(const Params p) {
         }
     }
 
-    if (p.k_split > 1) {
-#pragma unroll
-        for (int tile = 0; tile < kTiles; ++tile) {
-#pragma unroll
-            for (int h = 0; h < 2; ++h) partial[warp][tile][h][lane] = total[tile][h];
-        }
-        __syncthreads();
-        if (part != 0) return;
-#pragma unroll
-        for (int tile = 0; tile < kTiles; ++tile) {
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                float sum = partial[warp][tile][h][lane];
-                for (int k = 1; k < p.k_split; ++k) sum += partial[warp + k][tile][h][lane];
-                total[tile][h] = sum;
-            }
-        }
-    }
-    if (!active || c >= R) return;
-    // Lane (g, c) holds input row t = c of rows g and g + 8 of each tile.
-    float* yt = y + static_cast<size_t>(c) * p.y_stride;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        if constexpr (M == Mode::GateUp) {
-            const int row = row0 + g + 8 * h;
-            if (row < p.rows) yt[row] = silu_f(total[0][h]) * total[1][h];
-        } else {
-#pragma unroll
-            for (int tile = 0; tile < kTiles; ++tile) {
-                const int row = row0 + tile * kTileRows + g + 8 * h;
-                if (row < p.rows) yt[row] = total[tile][h];
-            }
-        }
-    }
+    if (!add_parts(total, &partial[0][0][0][0], warp, part, p.k_split, lane) || !active) return;
+    store_tile_set<R, M == Mode::GateUp>(total, y, p.y_stride, row0, p.rows, lane);
 #else
     __trap();  // mma.sync with bf16 needs sm_80; mma_gemv_takes() keeps older devices away
 #endif

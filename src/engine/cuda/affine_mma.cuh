@@ -9,7 +9,10 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
+
+#include "engine/cuda/device_math.cuh"
 
 namespace cherenkov::engine::cuda {
 
@@ -195,6 +198,60 @@ __device__ __forceinline__ void multiply_group(
             const float dot = acc[tile][2 * h] + acc[tile][2 * h + 1];
             total[tile][h] = fmaf(scale[tile][h], dot, total[tile][h]);
             total[tile][h] = fmaf(bias[tile][h], x_sum, total[tile][h]);
+        }
+    }
+}
+
+// The k_split warps of a tile set add their column ranges' sums in a fixed order (part 0 first),
+// through `partial` (shared memory, [warps][Tiles][2][32] floats). Contains __syncthreads: call
+// from every thread of the block. Returns whether this warp holds the sums (part 0).
+template <int Tiles>
+__device__ __forceinline__ bool add_parts(float (&total)[Tiles][2], float* partial, int warp,
+                                          int part, int k_split, int lane) {
+    if (k_split == 1) return true;
+    const auto at = [&](int w, int tile, int h) {
+        return ((w * Tiles + tile) * 2 + h) * 32 + lane;
+    };
+#pragma unroll
+    for (int tile = 0; tile < Tiles; ++tile) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) partial[at(warp, tile, h)] = total[tile][h];
+    }
+    __syncthreads();
+    if (part != 0) return false;
+#pragma unroll
+    for (int tile = 0; tile < Tiles; ++tile) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            float sum = partial[at(warp, tile, h)];
+            for (int k = 1; k < k_split; ++k) sum += partial[at(warp + k, tile, h)];
+            total[tile][h] = sum;
+        }
+    }
+    return true;
+}
+
+// Writes a tile set's outputs: lane (g, c) holds input row t = c (< R) of rows g and g + 8 of
+// each 16-row tile. SwiGLU: tile 0 is gate and tile 1 up of the same rows set_row0 + …, and
+// y gets silu(gate)·up; otherwise tile i covers rows set_row0 + 16i + …. Rows ≥ rows are skipped.
+template <int R, bool SwiGLU, int Tiles>
+__device__ __forceinline__ void store_tile_set(const float (&total)[Tiles][2], float* y,
+                                               size_t y_stride, int set_row0, int rows, int lane) {
+    const int g = lane >> 2;
+    const int c = lane & 3;
+    if (c >= R) return;
+    float* yt = y + static_cast<size_t>(c) * y_stride;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        if constexpr (SwiGLU) {
+            const int row = set_row0 + g + 8 * h;
+            if (row < rows) yt[row] = silu_f(total[0][h]) * total[1][h];
+        } else {
+#pragma unroll
+            for (int tile = 0; tile < Tiles; ++tile) {
+                const int row = set_row0 + 16 * tile + g + 8 * h;
+                if (row < rows) yt[row] = total[tile][h];
+            }
         }
     }
 }
