@@ -9,7 +9,9 @@
 #    streaming --pool-gb POOL_GB (16), experts.bin evicted from the page cache, O_DIRECT reads;
 #    ram tier  --pool-gb POOL_GB --buffered-io with experts.bin in the page cache;
 # 4. a table: prefill / decode tok/s, device hit rate, expert bytes read from the store per decode
-#    token, the read rate that implies against the disk's, and the disk-bound decode rate.
+#    token, the read rate that implies against the disk's, and the disk-bound decode rate;
+# 5. the resident expert GEMV's share of HBM bandwidth (bench/gemv_cuda_bench --experts, Q4, 1-4
+#    rows), when that bench sits beside the binary (.gpu/bin) or in its build tree (bench/).
 # Environment: CHERENKOV_BIN (build/cherenkov), LAYERS, POOL_GB, PROMPT_TOKENS (64), GEN_TOKENS
 # (32), KEEP=1 keeps the store.
 set -euo pipefail
@@ -69,3 +71,12 @@ for name in ("resident", "streaming", "ram_tier"):
 print("device hit rate is cumulative over the regime's runs; disk-bound tok/s = random-record disk MB/s / "
       "decode MB read per token")
 PY
+gemv_bench=""
+for candidate in "$(dirname "$bin")/gemv_cuda_bench" "$(dirname "$bin")/bench/gemv_cuda_bench"; do
+    if [[ -x $candidate ]]; then gemv_bench=$candidate; break; fi
+done
+if [[ -n $gemv_bench ]]; then
+    echo "expert GEMV, 48 layers x 10 experts per token (us per token, GB/s, % of the HBM read rate):"
+    "$gemv_bench" --experts | grep -E "read-only|^experts .* Q4 " || true
+fi
+
