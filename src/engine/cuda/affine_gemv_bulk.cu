@@ -400,10 +400,8 @@ Plan plan_for(Mode mode, int bits, int group_size, int64_t rows, int64_t cols, i
     if (bulk_disabled() || n_rows < 1 || n_rows > kMaxGemvRows || !device_is_hopper_or_newer()) {
         return Plan{};
     }
-    const bool shape_ok = (bits == 2 || bits == 4 || (bits == 8 && group_size == 64)) &&
-                          (group_size == 64 || group_size == 128);
-    if (!shape_ok || cols % group_size != 0 || cols > (int64_t{1} << 20) || rows < 1 ||
-        rows > (int64_t{1} << 30)) {
+    if (!mma_code_shape(bits, group_size) || cols % group_size != 0 || cols > (int64_t{1} << 20) ||
+        rows < 1 || rows > (int64_t{1} << 30)) {
         return Plan{};
     }
     const int n_groups = static_cast<int>(cols / group_size);
@@ -460,18 +458,7 @@ void launch(int bits, int group_size, int n_rows, unsigned experts, const Plan& 
             default: throw_internal("[bulk_gemv] unchecked row count");
         }
     };
-    switch (bits * 1000 + group_size) {
-        case 2064: with(std::integral_constant<int, 2>{}, std::integral_constant<int, 64>{}); break;
-        case 2128:
-            with(std::integral_constant<int, 2>{}, std::integral_constant<int, 128>{});
-            break;
-        case 4064: with(std::integral_constant<int, 4>{}, std::integral_constant<int, 64>{}); break;
-        case 4128:
-            with(std::integral_constant<int, 4>{}, std::integral_constant<int, 128>{});
-            break;
-        case 8064: with(std::integral_constant<int, 8>{}, std::integral_constant<int, 64>{}); break;
-        default: throw_internal("[bulk_gemv] unchecked bit width or group size");
-    }
+    with_code_shape(bits, group_size, "bulk_gemv", with);
 }
 
 Plan checked_plan(Mode mode, int bits, int group_size, int64_t rows, int64_t cols, int n_rows,

@@ -77,38 +77,6 @@ struct Params {
     size_t y_expert_stride;
 };
 
-// One group's loads for a lane: codes of rows g and g + 8 of each tile, and their scale and bias.
-template <int Bits, int G>
-struct Stage {
-    uint32_t codes[kTiles][2][CodeLayout<Bits, G>::kChunkWords];
-    uint32_t scale[kTiles][2];  // bf16 bits (32-bit registers: no 16-bit merges when stages move)
-    uint32_t bias[kTiles][2];
-};
-
-template <int Bits, int G>
-struct RowPointers {
-    const uint8_t* codes[kTiles][2];  // this lane's chunk of group 0, rows g and g + 8
-    const uint16_t* scales[kTiles][2];
-    const uint16_t* biases[kTiles][2];
-};
-
-template <int Bits, int G>
-__device__ __forceinline__ void load_stage(Stage<Bits, G>& st, const RowPointers<Bits, G>& rp,
-                                           int group, int end) {
-    if (group >= end) return;
-#pragma unroll
-    for (int tile = 0; tile < kTiles; ++tile) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            load_words(
-                rp.codes[tile][h] + static_cast<size_t>(group) * CodeLayout<Bits, G>::kGroupBytes,
-                st.codes[tile][h]);
-            st.scale[tile][h] = __ldg(rp.scales[tile][h] + group);
-            st.bias[tile][h] = __ldg(rp.biases[tile][h] + group);
-        }
-    }
-}
-
 // grid: (blocks over tile sets, n_experts or 1); block: kThreads; dynamic shared memory:
 // kWarps · groups_per_part · G/16 · 8R uint2.
 template <int Bits, int G, int R, Mode M>
@@ -142,7 +110,7 @@ __global__ void __launch_bounds__(kThreads, 4) mma_gemv_kernel(const Params p) {
     if constexpr (M == Mode::Down) x += e * p.x_expert_stride;
     if constexpr (M != Mode::Dense) y += e * p.y_expert_stride;
 
-    RowPointers<Bits, G> rp;
+    LaneRows<kTiles> rp;
     const size_t row_bytes = static_cast<size_t>(p.n_groups) * S::kGroupBytes;
 #pragma unroll
     for (int tile = 0; tile < kTiles; ++tile) {
@@ -173,7 +141,7 @@ __global__ void __launch_bounds__(kThreads, 4) mma_gemv_kernel(const Params p) {
     }
 
     // Weight loads first: their latency covers the B build.
-    Stage<Bits, G> stage[kDepth<Bits, G>];
+    GroupStage<Bits, G, kTiles> stage[kDepth<Bits, G>];
     if (active) {
 #pragma unroll
         for (int d = 0; d < kDepth<Bits, G>; ++d) load_stage(stage[d], rp, g0 + d, g1);
@@ -193,23 +161,12 @@ __global__ void __launch_bounds__(kThreads, 4) mma_gemv_kernel(const Params p) {
             for (int d = 0; d < kDepth<Bits, G>; ++d) {
                 const int group = base + d;
                 if (group >= g1) break;
-                Stage<Bits, G>& st = stage[d];
+                GroupStage<Bits, G, kTiles>& st = stage[d];
                 // Keep this group's codes and parameters, then refill the stage with the group
                 // kDepth ahead before any arithmetic, so its loads overlap this group's work.
                 uint32_t words[kTiles][2][S::kChunkWords];
                 float scale[kTiles][2], bias[kTiles][2];
-#pragma unroll
-                for (int tile = 0; tile < kTiles; ++tile) {
-#pragma unroll
-                    for (int h = 0; h < 2; ++h) {
-#pragma unroll
-                        for (int w = 0; w < S::kChunkWords; ++w) {
-                            words[tile][h][w] = st.codes[tile][h][w];
-                        }
-                        scale[tile][h] = bf16_bits_to_float(st.scale[tile][h]);
-                        bias[tile][h] = bf16_bits_to_float(st.bias[tile][h]);
-                    }
-                }
+                unpack_stage(st, words, scale, bias);
                 load_stage(st, rp, group + kDepth<Bits, G>, g1);
                 multiply_group<Bits, G, R, kTiles>(
                     words, region + (group - g0) * S::kStepsPerGroup * 8 * R, lane, scale, bias,
@@ -271,19 +228,7 @@ void launch(int bits, int group_size, int n_rows, unsigned blocks, unsigned expe
             default: throw_internal("[mma_gemv] unchecked row count");
         }
     };
-    const int key = bits * 1000 + group_size;
-    switch (key) {
-        case 2064: with(std::integral_constant<int, 2>{}, std::integral_constant<int, 64>{}); break;
-        case 2128:
-            with(std::integral_constant<int, 2>{}, std::integral_constant<int, 128>{});
-            break;
-        case 4064: with(std::integral_constant<int, 4>{}, std::integral_constant<int, 64>{}); break;
-        case 4128:
-            with(std::integral_constant<int, 4>{}, std::integral_constant<int, 128>{});
-            break;
-        case 8064: with(std::integral_constant<int, 8>{}, std::integral_constant<int, 64>{}); break;
-        default: throw_internal("[mma_gemv] unchecked bit width or group size");
-    }
+    with_code_shape(bits, group_size, "mma_gemv", with);
     CHERENKOV_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -312,10 +257,7 @@ int mma_k_split(int n_groups) {
 
 bool mma_gemv_takes(int bits, int group_size, int64_t cols, int n_rows) {
     if (mma_disabled() || n_rows < 1 || n_rows > kMaxGemvRows) return false;
-    // 8-bit codes with group 128 need more registers than the 4-blocks-per-SM cap leaves.
-    const bool shape_ok = (bits == 2 || bits == 4 || (bits == 8 && group_size == 64)) &&
-                          (group_size == 64 || group_size == 128);
-    if (!shape_ok) return false;
+    if (!mma_code_shape(bits, group_size)) return false;
     if (cols % group_size != 0 || cols > (int64_t{1} << 30)) return false;
     if (shared_bytes(group_size, static_cast<int>(cols / group_size), n_rows) > kMaxSharedBytes) {
         return false;

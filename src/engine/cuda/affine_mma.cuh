@@ -11,7 +11,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <type_traits>
 
+#include "base/error.h"
 #include "engine/cuda/device_math.cuh"
 
 namespace cherenkov::engine::cuda {
@@ -123,6 +126,85 @@ struct CodeLayout {
     static constexpr int kGroupBytes = G * Bits / 8;
     static_assert(kChunkWords >= 1 && kChunkWords * kStepsPerWord == kStepsPerGroup);
 };
+
+// The (bits, group size) the tensor-core kernels decode: 2- and 4-bit codes in groups of 64 or
+// 128, 8-bit codes in groups of 64 (8-bit group 128 needs more registers than the kernels have).
+__host__ __device__ constexpr bool mma_code_shape(int bits, int group_size) {
+    return (group_size == 64 && (bits == 2 || bits == 4 || bits == 8)) ||
+           (group_size == 128 && (bits == 2 || bits == 4));
+}
+
+// Calls f(integral_constant<int, Bits>{}, integral_constant<int, G>{}) for a runtime shape that
+// mma_code_shape() takes: the one switch from runtime (bits, group) to template arguments.
+// `what` names the caller in the error for any other shape.
+template <typename F>
+void with_code_shape(int bits, int group_size, const char* what, F&& f) {
+    using std::integral_constant;
+    switch (bits * 1000 + group_size) {
+        case 2064: f(integral_constant<int, 2>{}, integral_constant<int, 64>{}); break;
+        case 2128: f(integral_constant<int, 2>{}, integral_constant<int, 128>{}); break;
+        case 4064: f(integral_constant<int, 4>{}, integral_constant<int, 64>{}); break;
+        case 4128: f(integral_constant<int, 4>{}, integral_constant<int, 128>{}); break;
+        case 8064: f(integral_constant<int, 8>{}, integral_constant<int, 64>{}); break;
+        default: throw_internal(std::string("[") + what + "] unchecked bit width or group size");
+    }
+}
+
+// The register stage ring of the kernels that load weights straight into registers: one group's
+// loads for a lane, the codes of rows g and g + 8 of each of Tiles tiles and their scale and bias
+// (bf16 bits in 32-bit registers: no 16-bit merges when stages move) ...
+template <int Bits, int G, int Tiles>
+struct GroupStage {
+    uint32_t codes[Tiles][2][CodeLayout<Bits, G>::kChunkWords];
+    uint32_t scale[Tiles][2];
+    uint32_t bias[Tiles][2];
+};
+
+// ... from these rows: this lane's quarter of group 0 of rows g and g + 8, and their parameters.
+template <int Tiles>
+struct LaneRows {
+    const uint8_t* codes[Tiles][2];
+    const uint16_t* scales[Tiles][2];
+    const uint16_t* biases[Tiles][2];
+};
+
+// Loads group `group` of the rows into `st` (nothing at or past `end`).
+template <int Bits, int G, int Tiles>
+__device__ __forceinline__ void load_stage(GroupStage<Bits, G, Tiles>& st,
+                                           const LaneRows<Tiles>& rows, int group, int end) {
+    if (group >= end) return;
+#pragma unroll
+    for (int tile = 0; tile < Tiles; ++tile) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            load_words(
+                rows.codes[tile][h] + static_cast<size_t>(group) * CodeLayout<Bits, G>::kGroupBytes,
+                st.codes[tile][h]);
+            st.scale[tile][h] = __ldg(rows.scales[tile][h] + group);
+            st.bias[tile][h] = __ldg(rows.biases[tile][h] + group);
+        }
+    }
+}
+
+// Takes a stage's codes and parameters out (so the stage can be refilled before the arithmetic).
+template <int Bits, int G, int Tiles>
+__device__ __forceinline__ void unpack_stage(
+    const GroupStage<Bits, G, Tiles>& st,
+    uint32_t (&words)[Tiles][2][CodeLayout<Bits, G>::kChunkWords], float (&scale)[Tiles][2],
+    float (&bias)[Tiles][2]) {
+#pragma unroll
+    for (int tile = 0; tile < Tiles; ++tile) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+#pragma unroll
+            for (int w = 0; w < CodeLayout<Bits, G>::kChunkWords; ++w) {
+                words[tile][h][w] = st.codes[tile][h][w];
+            }
+            scale[tile][h] = bf16_bits_to_float(st.scale[tile][h]);
+            bias[tile][h] = bf16_bits_to_float(st.bias[tile][h]);
+        }
+    }
+}
 
 // B fragments of groups [g0, g0 + n_groups) for input rows t < R, into `region`, entries
 // first_entry, first_entry + stride, … (a lane of a warp: 32; a thread of a block: blockDim.x):

@@ -70,7 +70,7 @@ __device__ __forceinline__ int rows_in_chunk(int64_t n_rows, int64_t first) {
 // Grid (n_chunks, Hv), kThreads threads: block (chunk, head) fills its record.
 template <int kDk>
 __global__ void __launch_bounds__(kThreads)
-    delta_rule_chunked_prepare_kernel(const ChunkedDeltaRule p, float* __restrict__ records) {
+    delta_rule_chunked_prepare_kernel(const DeltaRuleParams p, float* __restrict__ records) {
     extern __shared__ __align__(16) float smem[];
     float* k_tr = smem;                  // [kDk][kPitch]: k̂ of the chunk's rows, transposed
     float* q_tr = smem + kDk * kPitch;   // [kDk][kPitch]: q̂, transposed
@@ -206,7 +206,7 @@ __global__ void __launch_bounds__(kThreads)
 // of U and O, and rows i = w + 8·r of S.
 template <int kDk>
 __global__ void __launch_bounds__(kThreads)
-    delta_rule_chunked_state_kernel(const ChunkedDeltaRule p, const float* __restrict__ records) {
+    delta_rule_chunked_state_kernel(const DeltaRuleParams p, const float* __restrict__ records) {
     constexpr int kRowsPerWarp = kChunk / kWarps;  // of U and O
     constexpr int kKeysPerWarp = kDk / kWarps;     // of S
     extern __shared__ __align__(16) float smem[];
@@ -334,7 +334,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <int kDk>
-void launch(const ChunkedDeltaRule& p, float* records, int64_t n_chunks, cudaStream_t stream) {
+void launch(const DeltaRuleParams& p, float* records, int64_t n_chunks, cudaStream_t stream) {
     // Both kernels take more than the default 48 KB of dynamic shared memory for dk = 128.
     constexpr size_t prepare_bytes = prepare_smem_bytes<kDk>();
     constexpr size_t state_bytes = state_smem_bytes<kDk>();
@@ -360,7 +360,7 @@ bool delta_rule_chunked_supports(int64_t dk) {
     return dk == 8 || dk == 16 || dk == 32 || dk == 64 || dk == 128;
 }
 
-void delta_rule_chunked(const ChunkedDeltaRule& p, cudaStream_t stream) {
+void delta_rule_chunked(const DeltaRuleParams& p, cudaStream_t stream) {
     CHERENKOV_ASSERT(
         p.n_rows > 0 && p.dv > 0 && p.head_ratio > 0 && p.n_value_heads % p.head_ratio == 0,
         "chunked delta rule shape");

@@ -1,7 +1,7 @@
 // The chunked (WY) delta rule of Gated DeltaNet prefill on the GPU (delta_rule_chunked.cu): the
 // same recurrence as gated_deltanet.cu's token-by-token kernel, as matrix products over chunks
-// of 64 rows. It keeps no per-row states, so it serves calls without verification snapshots. For
-// the .cu files of this folder only.
+// of 64 rows. It keeps no per-row states, so it serves calls without verification snapshots.
+// Both forms take the DeltaRuleParams below. For the .cu files of this folder only.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -10,7 +10,8 @@
 
 namespace cherenkov::engine::cuda {
 
-struct ChunkedDeltaRule {
+// One call's recurrence, for either form.
+struct DeltaRuleParams {
     const float* conv = nullptr;   // [n_rows, conv_dim]: q̂ (scaled by 1/sqrt(dk)), k̂, v per row
     const float* b_raw = nullptr;  // [n_rows, Hv]: in_b output (before the sigmoid)
     const float* a_raw = nullptr;  // [n_rows, Hv]: in_a output
@@ -18,6 +19,7 @@ struct ChunkedDeltaRule {
     const float* dt_bias = nullptr;  // [Hv]
     float* state = nullptr;          // [Hv, dk, dv], updated in place
     float* heads = nullptr;          // [n_rows, Hv·dv]: o per row
+    float* snapshots = nullptr;      // token by token only: [n_rows, Hv·dk·dv] or null
     int64_t n_rows = 0;
     int64_t conv_dim = 0;
     int64_t key_dim = 0;  // Hk·dk
@@ -34,6 +36,6 @@ bool delta_rule_chunked_supports(int64_t dk);
 // Writes heads and the final state as the token-by-token recurrence does (equal up to float
 // rounding), queued on `stream`. Takes ceil(n_rows / 64)·64·Hv·(dk + dv + 66) floats of
 // DeviceScratch (W, Ũ, the intra-chunk matrix and two decay vectors per chunk and value head).
-void delta_rule_chunked(const ChunkedDeltaRule& p, cudaStream_t stream);
+void delta_rule_chunked(const DeltaRuleParams& p, cudaStream_t stream);
 
 }  // namespace cherenkov::engine::cuda

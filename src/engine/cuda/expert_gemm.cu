@@ -71,37 +71,6 @@ struct CodeShape : CodeLayout<Bits, G> {
     static_assert(kChunkGroups % kDepth == 0, "a chunk starts at a stage-ring boundary");
 };
 
-// One group's loads for a lane: codes of rows g and g + 8 of each tile, and their scale and bias.
-template <int Bits, int G>
-struct Stage {
-    uint32_t codes[kTiles][2][CodeShape<Bits, G>::kChunkWords];
-    uint32_t scale[kTiles][2];  // bf16 bits
-    uint32_t bias[kTiles][2];
-};
-
-struct RowPointers {
-    const uint8_t* codes[kTiles][2];  // this lane's quarter of group 0, rows g and g + 8
-    const uint16_t* scales[kTiles][2];
-    const uint16_t* biases[kTiles][2];
-};
-
-template <int Bits, int G>
-__device__ __forceinline__ void load_stage(Stage<Bits, G>& st, const RowPointers& rp, int group,
-                                           int end) {
-    if (group >= end) return;
-#pragma unroll
-    for (int tile = 0; tile < kTiles; ++tile) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            load_words(
-                rp.codes[tile][h] + static_cast<size_t>(group) * CodeShape<Bits, G>::kGroupBytes,
-                st.codes[tile][h]);
-            st.scale[tile][h] = __ldg(rp.scales[tile][h] + group);
-            st.bias[tile][h] = __ldg(rp.biases[tile][h] + group);
-        }
-    }
-}
-
 // One chunk of x for the tile's tokens: b[step][n-block][hi, lo][lane] is the B fragment lane
 // (g, c) of that n-block reads (token nb·8 + g), and x_sum[group][token] the group's Σx.
 struct SharedChunk {
@@ -201,7 +170,7 @@ __global__ void __launch_bounds__(kThreads, 3) expert_gemm_kernel(const Params p
     const bool active = row0 < p.rows;  // warp-uniform; idle warps still stage x and sync
 
     const ExpertAddress& address = p.table[tile.expert];
-    RowPointers rp;
+    LaneRows<kTiles> rp;
     const size_t row_bytes = static_cast<size_t>(p.n_groups) * S::kGroupBytes;
 #pragma unroll
     for (int t = 0; t < kTiles; ++t) {
@@ -226,7 +195,7 @@ __global__ void __launch_bounds__(kThreads, 3) expert_gemm_kernel(const Params p
     }
 
     // Weight loads first: their latency covers the first chunk's staging.
-    Stage<Bits, G> stage[kDepth];
+    GroupStage<Bits, G, kTiles> stage[kDepth];
     if (active) {
 #pragma unroll
         for (int d = 0; d < kDepth; ++d) load_stage(stage[d], rp, d, p.n_groups);
@@ -254,21 +223,12 @@ __global__ void __launch_bounds__(kThreads, 3) expert_gemm_kernel(const Params p
             for (int d = 0; d < kDepth; ++d) {
                 const int group = base + d;
                 if (group >= group_end) break;
-                Stage<Bits, G>& st = stage[d];
+                GroupStage<Bits, G, kTiles>& st = stage[d];
                 // Keep this group's codes and parameters, then refill the stage with the group
                 // kDepth ahead before any arithmetic, so its loads overlap this group's work.
                 uint32_t words[kTiles][2][S::kChunkWords];
                 float scale[kTiles][2], bias[kTiles][2];
-#pragma unroll
-                for (int t = 0; t < kTiles; ++t) {
-#pragma unroll
-                    for (int h = 0; h < 2; ++h) {
-#pragma unroll
-                        for (int w = 0; w < S::kChunkWords; ++w) words[t][h][w] = st.codes[t][h][w];
-                        scale[t][h] = bf16_bits_to_float(st.scale[t][h]);
-                        bias[t][h] = bf16_bits_to_float(st.bias[t][h]);
-                    }
-                }
+                unpack_stage(st, words, scale, bias);
                 load_stage(st, rp, group + kDepth, p.n_groups);
 
                 // A fresh accumulator per group: Σ q·(x_hi + x_lo) over the group's columns.
@@ -353,11 +313,6 @@ __global__ void __launch_bounds__(kThreads, 3) expert_gemm_kernel(const Params p
 #endif
 }
 
-bool shape_supported(int bits, int group_size) {
-    return (group_size == 64 && (bits == 2 || bits == 4 || bits == 8)) ||
-           (group_size == 128 && (bits == 2 || bits == 4));
-}
-
 bool device_has_bf16_mma() {
     return current_device_attribute(cudaDevAttrComputeCapabilityMajor) >= 8;
 }
@@ -373,15 +328,7 @@ void launch(const ExpertGemmTiles& tiles, const Params& p, cudaStream_t stream) 
         constexpr int kG = decltype(group_c)::value;
         launch_dependent(expert_gemm_kernel<kB, kG, M>, grid, dim3(kThreads), 0, stream, p);
     };
-    using std::integral_constant;
-    switch (tiles.shape.bits * 1000 + tiles.shape.group_size) {
-        case 2064: with(integral_constant<int, 2>{}, integral_constant<int, 64>{}); break;
-        case 2128: with(integral_constant<int, 2>{}, integral_constant<int, 128>{}); break;
-        case 4064: with(integral_constant<int, 4>{}, integral_constant<int, 64>{}); break;
-        case 4128: with(integral_constant<int, 4>{}, integral_constant<int, 128>{}); break;
-        case 8064: with(integral_constant<int, 8>{}, integral_constant<int, 64>{}); break;
-        default: throw_internal("[expert_gemm] unchecked bit width or group size");
-    }
+    with_code_shape(tiles.shape.bits, tiles.shape.group_size, "expert_gemm", with);
 }
 
 bool aligned(const void* pointer, size_t alignment) {
@@ -392,7 +339,7 @@ bool aligned(const void* pointer, size_t alignment) {
 void check(const ExpertGemmTiles& tiles, const float* x, const float* y, const char* what) {
     const ExpertShape& s = tiles.shape;
     const std::string name = std::string("[") + what + "] ";
-    if (!shape_supported(s.bits, s.group_size)) {
+    if (!mma_code_shape(s.bits, s.group_size)) {
         throw_invalid(name + "bits " + std::to_string(s.bits) + " with group " +
                       std::to_string(s.group_size) + " has no grouped kernel");
     }
@@ -413,7 +360,7 @@ void check(const ExpertGemmTiles& tiles, const float* x, const float* y, const c
 }  // namespace
 
 bool expert_gemm_takes(const ExpertShape& shape) {
-    return shape_supported(shape.bits, shape.group_size) && shape.hidden % shape.group_size == 0 &&
+    return mma_code_shape(shape.bits, shape.group_size) && shape.hidden % shape.group_size == 0 &&
            shape.intermediate % shape.group_size == 0 && device_has_bf16_mma();
 }
 

@@ -84,23 +84,6 @@ __global__ void qk_l2_norm_kernel(float* __restrict__ conv, int64_t conv_dim, in
     }
 }
 
-struct DeltaRuleParams {
-    const float* conv = nullptr;     // [n_rows, conv_dim]: q, k (normalized), v per row
-    const float* b_raw = nullptr;    // [n_rows, Hv]: in_b output (before the sigmoid)
-    const float* a_raw = nullptr;    // [n_rows, Hv]: in_a output
-    const float* a_log = nullptr;    // [Hv]
-    const float* dt_bias = nullptr;  // [Hv]
-    float* state = nullptr;          // [Hv, dk, dv], updated in place
-    float* heads = nullptr;          // [n_rows, Hv·dv]: o per row
-    float* snapshots = nullptr;      // [n_rows, Hv·dk·dv] or null
-    int64_t n_rows = 0;
-    int64_t conv_dim = 0;
-    int64_t key_dim = 0;  // Hk·dk
-    int64_t n_value_heads = 0;
-    int64_t head_ratio = 0;  // Hv / Hk
-    int64_t dv = 0;
-};
-
 // Grid (Hv, ceil(dv / kCols)), kCols·kKeySplit threads. Thread (warp w, lane c) owns S[i][col]
 // for i in [w·kRows, (w+1)·kRows) and col = blockIdx.y·kCols + c. Per row t, as the CPU does:
 //   S *= g;  u = β·(v − Sᵀk);  S += k ⊗ u;  o = Sᵀq
@@ -212,13 +195,13 @@ __global__ void output_gate_kernel(float* __restrict__ heads, const float* __res
     heads[index] = heads[index] * (sigmoid_gate ? sigmoid_f(zi) : silu_f(zi));
 }
 
-void launch_delta_rule(const DeltaRuleParams& params, int64_t dk, cudaStream_t stream) {
+void launch_delta_rule(const DeltaRuleParams& params, cudaStream_t stream) {
     const dim3 grid(static_cast<unsigned>(params.n_value_heads), blocks_for(params.dv, kCols));
     const int threads = kCols * kKeySplit;
     const auto run = [&](auto kernel) {
         launch_dependent(kernel, grid, dim3(threads), 0, stream, params);
     };
-    switch (dk) {
+    switch (params.dk) {
         case 8: run(delta_rule_kernel<1>); break;
         case 16: run(delta_rule_kernel<2>); break;
         case 32: run(delta_rule_kernel<4>); break;
@@ -226,7 +209,7 @@ void launch_delta_rule(const DeltaRuleParams& params, int64_t dk, cudaStream_t s
         case 128: run(delta_rule_kernel<16>); break;
         case 256: run(delta_rule_kernel<32>); break;
         default:
-            throw_unsupported("[gated_deltanet] key head dim " + std::to_string(dk) +
+            throw_unsupported("[gated_deltanet] key head dim " + std::to_string(params.dk) +
                               " (supported: 8, 16, 32, 64, 128, 256)");
     }
 }
@@ -303,41 +286,27 @@ void gated_deltanet_forward(const DeviceGatedDeltaNetWeights& weights,
                      dim3(32), 0, stream, conv, conv_dim, n_key_heads, static_cast<int>(dk),
                      q_scale);
 
-    if (ctx.gdn_recurrent_snapshots == nullptr && n_rows >= kMinChunkedRows &&
+    DeltaRuleParams params;
+    params.conv = conv;
+    params.b_raw = b_raw;
+    params.a_raw = a_raw;
+    params.a_log = weights.a_log;
+    params.dt_bias = weights.dt_bias;
+    params.state = state.recurrent;
+    params.heads = heads;
+    params.snapshots = ctx.gdn_recurrent_snapshots;
+    params.n_rows = n_rows;
+    params.conv_dim = conv_dim;
+    params.key_dim = key_dim;
+    params.n_value_heads = n_value_heads;
+    params.head_ratio = n_value_heads / n_key_heads;
+    params.dk = dk;
+    params.dv = dv;
+    if (params.snapshots == nullptr && n_rows >= kMinChunkedRows &&
         delta_rule_chunked_supports(dk)) {
-        ChunkedDeltaRule chunked;
-        chunked.conv = conv;
-        chunked.b_raw = b_raw;
-        chunked.a_raw = a_raw;
-        chunked.a_log = weights.a_log;
-        chunked.dt_bias = weights.dt_bias;
-        chunked.state = state.recurrent;
-        chunked.heads = heads;
-        chunked.n_rows = n_rows;
-        chunked.conv_dim = conv_dim;
-        chunked.key_dim = key_dim;
-        chunked.n_value_heads = n_value_heads;
-        chunked.head_ratio = n_value_heads / n_key_heads;
-        chunked.dk = dk;
-        chunked.dv = dv;
-        delta_rule_chunked(chunked, stream);
+        delta_rule_chunked(params, stream);
     } else {
-        DeltaRuleParams params;
-        params.conv = conv;
-        params.b_raw = b_raw;
-        params.a_raw = a_raw;
-        params.a_log = weights.a_log;
-        params.dt_bias = weights.dt_bias;
-        params.state = state.recurrent;
-        params.heads = heads;
-        params.snapshots = ctx.gdn_recurrent_snapshots;
-        params.n_rows = n_rows;
-        params.conv_dim = conv_dim;
-        params.key_dim = key_dim;
-        params.n_value_heads = n_value_heads;
-        params.head_ratio = n_value_heads / n_key_heads;
-        params.dv = dv;
-        launch_delta_rule(params, dk, stream);
+        launch_delta_rule(params, stream);
     }
 
     if (ctx.gdn_conv_snapshots != nullptr && kept > 0) {
