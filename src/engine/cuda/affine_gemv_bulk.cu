@@ -32,6 +32,7 @@
 #include "engine/cuda/affine_gemv_bulk.h"
 #include "engine/cuda/affine_gemv_mma.h"
 #include "engine/cuda/affine_mma.cuh"
+#include "engine/cuda/cp_async.cuh"
 #include "engine/cuda/cuda_check.cuh"
 #include "engine/cuda/dependent_launch.cuh"
 #include "engine/cuda/device_attribute.cuh"
@@ -80,60 +81,6 @@ struct Params {
     size_t y_expert_stride;
 };
 
-// ---- cp.async and grid-dependency primitives ----
-
-// Weights are read once per call: evict-first keeps them from pushing x out of L2.
-__device__ __forceinline__ uint64_t evict_first_policy() {
-    uint64_t policy;
-    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-    return policy;
-}
-
-// 16 bytes from global to shared memory without passing through registers (sm_80+).
-__device__ __forceinline__ void copy_16(uint8_t* dst, const void* src, uint64_t policy) {
-    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(
-                     static_cast<uint32_t>(__cvta_generic_to_shared(dst))),
-                 "l"(src), "l"(policy)
-                 : "memory");
-}
-
-__device__ __forceinline__ void commit_copies() {
-    asm volatile("cp.async.commit_group;" ::: "memory");
-}
-
-// Waits until at most `Pending` of this thread's committed copy groups are still in flight.
-template <int Pending>
-__device__ __forceinline__ void wait_copies() {
-    asm volatile("cp.async.wait_group %0;" ::"n"(Pending) : "memory");
-}
-
-// n ÷ d for 0 ≤ n < 2^22, given inv_d = 1/d in float: (n + ½)/d lies at least ½/d from an
-// integer and the float product is within 2^-23 relative of it, so truncation is exact. Two
-// float instructions instead of an integer division's dozen and more.
-__device__ __forceinline__ int quotient(int n, float inv_d) {
-    return static_cast<int>((static_cast<float>(n) + 0.5F) * inv_d);
-}
-
-template <int Words>
-__device__ __forceinline__ void load_shared_words(const uint8_t* p, uint32_t (&w)[Words]) {
-    if constexpr (Words == 1) {
-        w[0] = *reinterpret_cast<const uint32_t*>(p);
-    } else if constexpr (Words == 2) {
-        const uint2 v = *reinterpret_cast<const uint2*>(p);
-        w[0] = v.x;
-        w[1] = v.y;
-    } else {
-#pragma unroll
-        for (int i = 0; i < Words / 4; ++i) {
-            const uint4 v = reinterpret_cast<const uint4*>(p)[i];
-            w[4 * i + 0] = v.x;
-            w[4 * i + 1] = v.y;
-            w[4 * i + 2] = v.z;
-            w[4 * i + 3] = v.w;
-        }
-    }
-}
-
 // Groups [first, end) of part `part`'s phase `phase` (the warp's range cut in two halves).
 __device__ __forceinline__ int2 phase_groups(const Params& p, int part, int phase) {
     const int g0 = part * p.groups_per_part;
@@ -174,22 +121,17 @@ __device__ __forceinline__ void issue_copies(const Params& p, uint8_t* smem, int
         }
     }
     const uint64_t policy = evict_first_policy();
-    // Parameter spans, widened to 16-byte boundaries (the widened bytes share 16-byte blocks
-    // with real parameters, so they are mapped memory).
+    // Parameter spans (copy_span widens them to 16-byte boundaries).
 #pragma unroll
     for (int m = 0; m < kMats; ++m) {
 #pragma unroll
         for (int k = 0; k < 2; ++k) {
-            const auto begin =
-                reinterpret_cast<uintptr_t>(params[m][k] + static_cast<size_t>(row0) * p.n_groups);
-            const uintptr_t end = begin + static_cast<uintptr_t>(valid) * p.n_groups * 2;
-            const uintptr_t first = begin & ~uintptr_t{15};
-            const int chunks = static_cast<int>((((end + 15) & ~uintptr_t{15}) - first) / 16);
-            if (threadIdx.x == 0) param_skip[m][k] = static_cast<int>((begin - first) / 2);
             uint8_t* dst = smem + p.params_offset + (2 * m + k) * p.param_bytes;
-            for (int i = static_cast<int>(threadIdx.x); i < chunks; i += kThreads) {
-                copy_16(dst + 16 * i, reinterpret_cast<const void*>(first + 16 * i), policy);
-            }
+            const int skip =
+                copy_span(dst, params[m][k] + static_cast<size_t>(row0) * p.n_groups,
+                          static_cast<size_t>(valid) * p.n_groups, static_cast<int>(threadIdx.x),
+                          kThreads, [&](uint8_t* d, const void* src) { copy_16(d, src, policy); });
+            if (threadIdx.x == 0) param_skip[m][k] = skip;
         }
     }
     // Phase `phase` of a row is, for each of the k_split column ranges, piece_chunks[phase]

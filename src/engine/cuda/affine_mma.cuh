@@ -113,6 +113,27 @@ __device__ __forceinline__ void load_words(const uint8_t* p, uint32_t (&w)[Words
     }
 }
 
+// The same from shared memory (4-, 8- or 16-byte aligned).
+template <int Words>
+__device__ __forceinline__ void load_shared_words(const uint8_t* p, uint32_t (&w)[Words]) {
+    if constexpr (Words == 1) {
+        w[0] = *reinterpret_cast<const uint32_t*>(p);
+    } else if constexpr (Words == 2) {
+        const uint2 v = *reinterpret_cast<const uint2*>(p);
+        w[0] = v.x;
+        w[1] = v.y;
+    } else {
+#pragma unroll
+        for (int i = 0; i < Words / 4; ++i) {
+            const uint4 v = reinterpret_cast<const uint4*>(p)[i];
+            w[4 * i + 0] = v.x;
+            w[4 * i + 1] = v.y;
+            w[4 * i + 2] = v.z;
+            w[4 * i + 3] = v.w;
+        }
+    }
+}
+
 // The per-lane layout of one group of codes: lane c of a row's quad owns the c-th quarter of
 // every group (kChunkWords words), decoded word by word into bf16x2 registers.
 template <int Bits, int G>
