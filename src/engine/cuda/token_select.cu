@@ -74,8 +74,13 @@ __device__ uint64_t block_reduce(uint64_t value, uint64_t* shared) {
     return value;
 }
 
+constexpr int kDigits = 256;
+// Dynamic shared memory: one digit histogram per warp. A single block-wide histogram serialized
+// the atomics: most candidates share a few top digits (the float exponent), so a pass was ~vocab
+// same-address atomics in a row (sampled decode at half the greedy rate on the 4-layer store).
+constexpr size_t kHistogramBytes = sizeof(unsigned long long) * kWarps * kDigits;
+
 struct SelectShared {
-    unsigned long long histogram[256];
     uint64_t reduce[kWarps];
     uint64_t prefix;
     uint64_t remaining;
@@ -84,30 +89,39 @@ struct SelectShared {
 // The largest key k among the keys ≥ floor such that the candidates with key ≥ k weigh at least
 // `target` (1 ≤ target ≤ the set's weight): the candidate where the cumulative weight, walked in
 // key order, first reaches the target. mass(i, key) is a candidate's weight (1 for top-k counts).
-// Eight passes of 8 bits from the high byte; bucket weights are integer atomics, so exact.
+// Eight passes of 8 bits from the high byte; bucket weights are integer atomics into per-warp
+// histograms (`histograms`: kWarps × kDigits), added up per digit afterwards, so exact.
 template <typename KeyOf, typename Mass>
 __device__ uint64_t select_by_mass(int64_t vocab, uint64_t floor, uint64_t target,
-                                   const KeyOf& key_of, const Mass& mass, SelectShared& sh) {
+                                   const KeyOf& key_of, const Mass& mass, SelectShared& sh,
+                                   unsigned long long* histograms) {
     uint64_t prefix = 0;
     uint64_t mask = 0;
     uint64_t remaining = target;
+    unsigned long long* mine = histograms + (threadIdx.x >> 5) * kDigits;
     for (int shift = 56; shift >= 0; shift -= 8) {
-        for (int d = threadIdx.x; d < 256; d += blockDim.x) sh.histogram[d] = 0;
+        for (int d = threadIdx.x; d < kWarps * kDigits; d += blockDim.x) histograms[d] = 0;
         __syncthreads();
         for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) {
             const uint64_t key = key_of(i);
             if (key < floor || (key & mask) != prefix) continue;
             const uint64_t m = mass(i, key);
             if (m != 0) {
-                atomicAdd(&sh.histogram[(key >> shift) & 0xFF], static_cast<unsigned long long>(m));
+                atomicAdd(&mine[(key >> shift) & 0xFF], static_cast<unsigned long long>(m));
             }
+        }
+        __syncthreads();
+        // Digit d's total into warp 0's histogram (thread d alone touches column d).
+        for (int d = threadIdx.x; d < kDigits; d += blockDim.x) {
+            unsigned long long sum = 0;
+            for (int w = 0; w < kWarps; ++w) sum += histograms[w * kDigits + d];
+            histograms[d] = sum;
         }
         __syncthreads();
         if (threadIdx.x == 0) {
             uint64_t above = 0;  // weight of the matching keys with a larger digit
             int digit = 255;
-            while (digit > 0 && above + sh.histogram[digit] < remaining)
-                above += sh.histogram[digit--];
+            while (digit > 0 && above + histograms[digit] < remaining) above += histograms[digit--];
             sh.prefix = prefix | (static_cast<uint64_t>(digit) << shift);
             sh.remaining = remaining - above;
         }
@@ -134,6 +148,7 @@ __device__ inline uint64_t device_draw_threshold(double u, uint64_t total) {
 __global__ void token_select_kernel(const float* logits, int64_t vocab, const TokenChoice* choices,
                                     uint64_t* weights, int32_t* tokens) {
     __shared__ SelectShared sh;
+    extern __shared__ unsigned long long histograms[];  // kHistogramBytes
     wait_for_previous_kernel();
     allow_next_kernel();
     const int64_t r = blockIdx.x;
@@ -161,7 +176,7 @@ __global__ void token_select_kernel(const float* logits, int64_t vocab, const To
     if (choice.top_k > 0 && choice.top_k < vocab) {
         kept_floor = select_by_mass(
             vocab, 0, static_cast<uint64_t>(choice.top_k), key_of,
-            [](int64_t, uint64_t) { return uint64_t{1}; }, sh);
+            [](int64_t, uint64_t) { return uint64_t{1}; }, sh, histograms);
     }
 
     uint64_t best_key = 0;
@@ -191,7 +206,7 @@ __global__ void token_select_kernel(const float* logits, int64_t vocab, const To
     uint64_t nucleus_total = total;
     if (choice.top_p < 1.0F) {
         nucleus_floor = select_by_mass(vocab, kept_floor, device_top_p_target(choice.top_p, total),
-                                       key_of, weight_of, sh);
+                                       key_of, weight_of, sh, histograms);
         uint64_t sum = 0;
         for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) {
             if (key_of(i) >= nucleus_floor) sum += w[i];
@@ -201,7 +216,8 @@ __global__ void token_select_kernel(const float* logits, int64_t vocab, const To
 
     // The draw: the first nucleus candidate whose cumulative weight exceeds d.
     const uint64_t draw = device_draw_threshold(choice.u, nucleus_total);
-    const uint64_t picked = select_by_mass(vocab, nucleus_floor, draw + 1, key_of, weight_of, sh);
+    const uint64_t picked =
+        select_by_mass(vocab, nucleus_floor, draw + 1, key_of, weight_of, sh, histograms);
     if (threadIdx.x == 0) tokens[r] = token_of(picked);
 }
 
@@ -218,8 +234,16 @@ void token_select(const float* logits, int64_t n_rows, int64_t vocab, const Toke
     if (logits == nullptr || choices == nullptr || tokens == nullptr) {
         throw_invalid("[token_select] null logits, choices or tokens");
     }
-    launch_dependent(token_select_kernel, dim3(static_cast<unsigned>(n_rows)), dim3(kThreads), 0,
-                     static_cast<cudaStream_t>(stream), logits, vocab, choices, weights, tokens);
+    static const bool configured = [] {
+        CHERENKOV_CUDA_CHECK(cudaFuncSetAttribute(token_select_kernel,
+                                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                  static_cast<int>(kHistogramBytes)));
+        return true;
+    }();
+    (void)configured;
+    launch_dependent(token_select_kernel, dim3(static_cast<unsigned>(n_rows)), dim3(kThreads),
+                     kHistogramBytes, static_cast<cudaStream_t>(stream), logits, vocab, choices,
+                     weights, tokens);
 }
 
 }  // namespace cherenkov::engine::cuda
