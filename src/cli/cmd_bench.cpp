@@ -1,7 +1,8 @@
-// `cherenkov bench MODEL [--prompt-tokens N] [--gen-tokens N] [--drafts N] [--repeat N] [--json]`:
-// prefill and decode throughput on a seeded random prompt, expert bytes read per token in each
-// phase, and peak memory. Runs are repeated with fresh state on the loaded weights; the report
-// gives each run and the best.
+// `cherenkov bench MODEL [--prompt-tokens N] [--gen-tokens N] [--drafts N] [--temperature F]
+// [--top-p F] [--repeat N] [--json]`: prefill and decode throughput on a seeded random prompt,
+// expert bytes read per token in each phase, and peak memory. Decoding is greedy unless
+// --temperature is given (then sampled with the prompt seed; MTP drafts need greedy). Runs are
+// repeated with fresh state on the loaded weights; the report gives each run and the best.
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -13,6 +14,7 @@
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "engine/generate/generator.h"
+#include "engine/generate/sampler.h"
 
 namespace cherenkov::cli {
 namespace {
@@ -22,6 +24,8 @@ struct BenchOptions {
     int64_t prompt_tokens = 128;
     int64_t gen_tokens = 32;
     int drafts = 0;
+    float temperature = 0.0F;  // 0: greedy
+    float top_p = 1.0F;
     int repeat = 3;
     uint64_t seed = 1;
     bool json = false;
@@ -47,6 +51,13 @@ int run_bench(const BenchOptions& options) {
     generation.stop_at_eos = false;
     generation.max_ctx = options.prompt_tokens + options.gen_tokens + 4;
     generation.prefill_quantum = options.model.prefill_quantum;
+    generation.sampling.temperature = options.temperature;
+    generation.sampling.top_p = options.top_p;
+    generation.sampling.seed = options.seed;
+    engine::validate_sampling_options(generation.sampling);
+    if (options.drafts > 0 && !generation.sampling.allows_speculation()) {
+        throw_invalid("--drafts needs greedy decoding (--temperature 0)");
+    }
 
     nlohmann::json runs = nlohmann::json::array();
     double best_prefill = 0.0;
@@ -87,6 +98,8 @@ int run_bench(const BenchOptions& options) {
                              {"prompt_tokens", options.prompt_tokens},
                              {"gen_tokens", options.gen_tokens},
                              {"drafts", options.drafts},
+                             {"temperature", options.temperature},
+                             {"top_p", options.top_p},
                              {"prefill_quantum", loaded->prefill_quantum()},
                              {"prefill_chunk_tokens", loaded->prefill_chunk_tokens()},
                              {"load_seconds", loaded->load_seconds()},
@@ -102,10 +115,11 @@ int run_bench(const BenchOptions& options) {
     }
     std::printf(
         "model %s, backend %s, %d threads, Q%d experts, prompt %lld, generate %lld, "
-        "drafts %d, prefill chunks of %lld\n",
+        "drafts %d, %s, prefill chunks of %lld\n",
         opened.store_dir().c_str(), loaded->backend_name().c_str(), loaded->pool().size(),
         loaded->expert_bits(), static_cast<long long>(options.prompt_tokens),
         static_cast<long long>(options.gen_tokens), options.drafts,
+        options.temperature > 0.0F ? "sampled" : "greedy",
         static_cast<long long>(loaded->prefill_chunk_tokens()));
     for (const auto& run : runs) {
         std::printf(
@@ -132,6 +146,9 @@ Command register_bench(CLI::App& parent) {
     app->add_option("--gen-tokens", options->gen_tokens, "Tokens to generate (default 32)");
     app->add_option("--drafts", options->drafts, "MTP drafts (default 0)")
         ->check(CLI::IsMember({0, 1, 2}));
+    app->add_option("--temperature", options->temperature,
+                    "Sampling temperature (default 0: greedy)");
+    app->add_option("--top-p", options->top_p, "Nucleus sampling threshold (default 1: off)");
     app->add_option("--repeat", options->repeat, "Runs (default 3)");
     app->add_option("--seed", options->seed, "Prompt seed");
     app->add_flag("--json", options->json, "JSON report on stdout");

@@ -81,11 +81,22 @@ def test_bench_reports_throughput(run_cli, stores):
     assert report["memory"]["expert_hit_rate"] > 0.5
 
 
+def test_bench_measures_sampled_decoding(run_cli, stores):
+    args = ["bench", stores["a"], "--prompt-tokens", "8", "--gen-tokens", "6", "--repeat", "1", "--json"]
+    report = json.loads(run_cli(*args, "--temperature", "0.8", "--top-p", "0.9").stdout)
+    assert report["temperature"] == pytest.approx(0.8) and report["top_p"] == pytest.approx(0.9)
+    assert report["runs"][0]["decode_steps"] >= 5 and report["best_decode_tokens_per_second"] > 0
+    greedy = json.loads(run_cli(*args).stdout)
+    assert greedy["temperature"] == 0
+
+
 @pytest.mark.parametrize("args,message", [
     (["logits", "{a}", "--tokens", "1,2,9999", "--json"], "outside the vocabulary"),
     (["logits", "{a}", "--tokens", "1,x", "--json"], "not a token id"),
     (["{a}", "hello there", "--max-ctx", "4"], "--max-ctx"),
     (["{checkpoint}", "hello"], "not a prepared store"),
+    (["bench", "{a}", "--drafts", "1", "--temperature", "0.5"], "--drafts needs greedy"),
+    (["bench", "{a}", "--temperature", "-1"], "temperature"),
 ])
 def test_bad_input_gets_a_clear_error(run_cli, stores, args, message):
     args = [a.format(a=stores["a"], checkpoint=FIXTURES / "tiny_b" / "hf_nested_experts_sharded") for a in args]
