@@ -154,8 +154,8 @@ __device__ void issue_async(const Tile& t, uint8_t* stage) {
 }
 
 template <int S>
-__global__ void __launch_bounds__(kThreads) async_kernel(const Tile* tiles, int n_tiles,
-                                                         uint32_t* out) {
+__global__ void __launch_bounds__(kThreads)
+    async_kernel(const Tile* tiles, int n_tiles, uint32_t* out) {
     extern __shared__ __align__(128) uint8_t smem[];
     wait_previous();
     allow_next();
@@ -201,8 +201,8 @@ __device__ void issue_bulk(const Tile& t, uint8_t* stage, uint64_t* bar) {
 }
 
 template <int S, bool PerRow>
-__global__ void __launch_bounds__(kThreads) bulk_kernel(const Tile* tiles, int n_tiles,
-                                                        uint32_t* out) {
+__global__ void __launch_bounds__(kThreads)
+    bulk_kernel(const Tile* tiles, int n_tiles, uint32_t* out) {
     extern __shared__ __align__(128) uint8_t smem[];
     __shared__ __align__(8) uint64_t bars[S];
     if (threadIdx.x == 0) {
@@ -297,8 +297,8 @@ int main() {
     Tile* d_tiles;
     CHECK(cudaMalloc(&d_tiles, tiles.size() * sizeof(Tile)));
     CHECK(cudaMemcpy(d_tiles, tiles.data(), tiles.size() * sizeof(Tile), cudaMemcpyHostToDevice));
-    const double layer_bytes = 2.0 * kActive * (gate_codes + 2 * gate_params) +
-                               kActive * (down_codes + 2.0 * down_params);
+    const double layer_bytes =
+        2.0 * kActive * (gate_codes + 2 * gate_params) + kActive * (down_codes + 2.0 * down_params);
 
     int sms = 0;
     CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
@@ -326,10 +326,9 @@ int main() {
 
     for (const bool whole : {false, true}) {
         const std::string suffix = whole ? " (one launch)" : "";
-        run("regs" + suffix,
-            [&](cudaStream_t s, const Tile* t, int n) {
-                launch(regs_kernel, n, 0, s, t, out);
-            },
+        run(
+            "regs" + suffix,
+            [&](cudaStream_t s, const Tile* t, int n) { launch(regs_kernel, n, 0, s, t, out); },
             whole);
         auto async_variant = [&](auto kernel, int stages, int per_sm) {
             const size_t smem = static_cast<size_t>(stages) * kStageBytes;
