@@ -19,9 +19,15 @@ namespace cherenkov::engine::cuda {
 // float weights are equal, which fails only where the double exp of a scaled logit lies within
 // a double ulp of a float rounding point (token_selector.h).
 // logits: device float [n_rows, vocab], 1 ≤ vocab < 2^31; choices: device TokenChoice [n_rows];
-// weights: device uint64 scratch [n_rows, vocab], null only when every row is greedy (a sampled
-// row then gets token -1); tokens: device int32 [n_rows]. Asynchronous on `stream`.
+// scratch: device uint64 [n_rows, token_select_scratch_words(vocab)] (each row's selection keys
+// and weights), null only when every row is greedy (a sampled row then gets token -1);
+// tokens: device int32 [n_rows]. Asynchronous on `stream`.
 void token_select(const float* logits, int64_t n_rows, int64_t vocab, const TokenChoice* choices,
-                  uint64_t* weights, int32_t* tokens, void* stream);
+                  uint64_t* scratch, int32_t* tokens, void* stream);
+
+// Scratch words token_select needs per sampled row.
+constexpr int64_t token_select_scratch_words(int64_t vocab) {
+    return 2 * vocab;
+}
 
 }  // namespace cherenkov::engine::cuda

@@ -35,12 +35,13 @@ std::vector<int32_t> device_select(const std::vector<float>& logits, int64_t voc
     d_logits.upload(logits.data(), logits.size() * sizeof(float));
     DeviceBuffer d_choices(choices.size() * sizeof(TokenChoice));
     d_choices.upload(choices.data(), choices.size() * sizeof(TokenChoice));
-    DeviceBuffer weights(static_cast<size_t>(n_rows * vocab) * sizeof(uint64_t));
-    weights.fill(0xFF);  // poisoned: every weight the kernel reads it must have written
+    DeviceBuffer scratch(static_cast<size_t>(n_rows * token_select_scratch_words(vocab)) *
+                         sizeof(uint64_t));
+    scratch.fill(0xFF);  // poisoned: every key and weight the kernel reads it must have written
     DeviceBuffer d_tokens(choices.size() * sizeof(int32_t));
     d_tokens.fill(0xFF);
     token_select(d_logits.as<float>(), n_rows, vocab, d_choices.as<TokenChoice>(),
-                 weights.as<uint64_t>(), d_tokens.as<int32_t>(), nullptr);
+                 scratch.as<uint64_t>(), d_tokens.as<int32_t>(), nullptr);
     device_synchronize();
     std::vector<int32_t> tokens(choices.size());
     d_tokens.download(tokens.data(), tokens.size() * sizeof(int32_t));
