@@ -84,14 +84,14 @@ constexpr int kDigits = 256;
 constexpr int kBatch = 8;
 
 // Calls f(i, row[i]) for this thread's share of i < n, kBatch loads in flight.
-template <typename F>
-__device__ __forceinline__ void for_each_value(const float* row, int64_t n, F&& f) {
+template <typename T, typename F>
+__device__ __forceinline__ void for_each_value(const T* row, int64_t n, F&& f) {
     for (int64_t base = threadIdx.x; base < n; base += int64_t{kBatch} * blockDim.x) {
-        float v[kBatch];
+        T v[kBatch];
 #pragma unroll
         for (int k = 0; k < kBatch; ++k) {
             const int64_t i = base + k * blockDim.x;
-            v[k] = i < n ? row[i] : 0.0F;
+            v[k] = i < n ? row[i] : T{};
         }
 #pragma unroll
         for (int k = 0; k < kBatch; ++k) {
@@ -137,24 +137,14 @@ __device__ uint64_t select_by_mass(int64_t vocab, uint64_t floor, uint64_t targe
             counts[d] = 0;
         }
         __syncthreads();
-        for (int64_t base = threadIdx.x; base < vocab; base += int64_t{kBatch} * blockDim.x) {
-            uint64_t key[kBatch];
-#pragma unroll
-            for (int k = 0; k < kBatch; ++k) {
-                const int64_t i = base + k * blockDim.x;
-                key[k] = i < vocab ? keys[i] : 0;
-            }
-#pragma unroll
-            for (int k = 0; k < kBatch; ++k) {
-                const int64_t i = base + k * blockDim.x;
-                if (i >= vocab || key[k] < floor || (key[k] & mask) != prefix) continue;
-                const uint64_t m = mass(i);
-                if (m == 0) continue;
-                const auto digit = static_cast<uint32_t>((key[k] >> shift) & 0xFF);
-                atomicAdd(&my_masses[digit], static_cast<unsigned long long>(m));
-                atomicAdd(&my_counts[digit], 1U);
-            }
-        }
+        for_each_value(keys, vocab, [&](int64_t i, uint64_t key) {
+            if (key < floor || (key & mask) != prefix) return;
+            const uint64_t m = mass(i);
+            if (m == 0) return;
+            const auto digit = static_cast<uint32_t>((key >> shift) & 0xFF);
+            atomicAdd(&my_masses[digit], static_cast<unsigned long long>(m));
+            atomicAdd(&my_counts[digit], 1U);
+        });
         __syncthreads();
         // Digit d's totals into warp 0's histograms (thread d alone touches column d).
         for (int d = threadIdx.x; d < kDigits; d += blockDim.x) {
