@@ -4,8 +4,9 @@
 # 1. bench/make_synthetic_store.sh: LAYERS (16) x 512 experts, top-10, hidden 2560, I 640, random
 #    4-bit codes written directly, packed with `cherenkov prepare`;
 # 2. the disk's raw O_DIRECT bandwidth on experts.bin (bench/disk_bandwidth.py), same run;
-# 3. `cherenkov bench --backend cuda --json` in three regimes:
+# 3. `cherenkov bench --backend cuda --json` in four regimes:
 #    resident  --pool-gb max: the device pool holds every expert (run 1 fills it, run 2 is warm);
+#    sampled   the same, decoding with --temperature 0.8 --top-p 0.95 (selection on the device);
 #    streaming --pool-gb POOL_GB (16), experts.bin evicted from the page cache, O_DIRECT reads;
 #    ram tier  --pool-gb POOL_GB --buffered-io with experts.bin in the page cache;
 # 4. a table: prefill / decode tok/s, device hit rate, expert bytes read from the store per decode
@@ -13,7 +14,8 @@
 # 5. the resident expert GEMV's share of HBM bandwidth (bench/gemv_cuda_bench --experts, Q4, 1-4
 #    rows), when that bench sits beside the binary (.gpu/bin) or in its build tree (bench/).
 # Environment: CHERENKOV_BIN (build/cherenkov), LAYERS, POOL_GB, PROMPT_TOKENS (64), GEN_TOKENS
-# (32), KEEP=1 keeps the store.
+# (32), KEEP=1 keeps the store, BACKEND (cuda; cpu runs the same steps without a GPU, to check
+# the script).
 set -euo pipefail
 root=${1:-/tmp/cherenkov-cuda-bench}
 bin=${CHERENKOV_BIN:-build/cherenkov}
@@ -21,6 +23,7 @@ layers=${LAYERS:-16}
 pool=${POOL_GB:-16}
 prompt_tokens=${PROMPT_TOKENS:-64}
 gen_tokens=${GEN_TOKENS:-32}
+backend=${BACKEND:-cuda}
 here=$(cd "$(dirname "$0")" && pwd)
 cleanup() {
     if [[ "${KEEP:-0}" != 1 ]]; then rm -rf "$root/source" "$root/store"; fi
@@ -33,11 +36,12 @@ python3 "$here/disk_bandwidth.py" "$root/store" --evict >"$root/disk.json"
 bench() {  # NAME REPEAT FLAGS...
     local name=$1 repeat=$2
     shift 2
-    "$bin" bench "$root/store" --backend cuda --prompt-tokens "$prompt_tokens" \
+    "$bin" bench "$root/store" --backend "$backend" --prompt-tokens "$prompt_tokens" \
         --gen-tokens "$gen_tokens" --repeat "$repeat" --json "$@" >"$root/$name.json" \
         2>"$root/$name.log"
 }
 bench resident 2 --pool-gb max
+bench sampled 2 --pool-gb max --temperature 0.8 --top-p 0.95
 python3 "$here/disk_bandwidth.py" "$root/store" --evict >/dev/null
 bench streaming 2 --pool-gb "$pool"
 cat "$root/store/experts.bin" >/dev/null  # into the page cache
@@ -57,7 +61,7 @@ head = ("regime", "run", "prefill tok/s", "decode tok/s", "device hit rate", "de
         "decode read MB/s", "disk-bound tok/s", "decode / disk-bound")
 print("| " + " | ".join(head) + " |")
 print("|" + "|".join("---" for _ in head) + "|")
-for name in ("resident", "streaming", "ram_tier"):
+for name in ("resident", "sampled", "streaming", "ram_tier"):
     report = json.load(open(os.path.join(root, name + ".json")))
     device = report["memory"].get("device") or {}
     hit = device.get("device_expert_hit_rate", float("nan"))
@@ -75,7 +79,7 @@ gemv_bench=""
 for candidate in "$(dirname "$bin")/gemv_cuda_bench" "$(dirname "$bin")/bench/gemv_cuda_bench"; do
     if [[ -x $candidate ]]; then gemv_bench=$candidate; break; fi
 done
-if [[ -n $gemv_bench ]]; then
+if [[ -n $gemv_bench && $backend == cuda ]]; then
     echo "expert GEMV, 48 layers x 10 experts per token (us per token, GB/s, % of the HBM read rate):"
     "$gemv_bench" --experts | grep -E "read-only|^experts .* Q4 " || true
 fi
