@@ -22,6 +22,7 @@
 #include "engine/cuda/device_buffer.h"
 #include "engine/cuda/device_info.h"
 #include "engine/cuda/device_linear_check.h"
+#include "engine/cuda/device_test.h"
 
 namespace cherenkov::engine::cuda {
 namespace {
@@ -36,12 +37,8 @@ using affine_test::TestMatrix;
 constexpr int kBits[] = {2, 3, 4, 8};
 constexpr int64_t kPrefillRows[] = {5, 17, 64, 300};
 
-class CudaAffineGemm : public ::testing::Test {
+class CudaAffineGemm : public DeviceTest {
 protected:
-    void SetUp() override {
-        const DeviceQuery query = query_devices();
-        if (query.devices.empty()) GTEST_SKIP() << "no CUDA device: " << query.unavailable_reason;
-    }
     ThreadPool pool_{0};
 };
 

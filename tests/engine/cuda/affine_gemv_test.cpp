@@ -21,6 +21,7 @@
 #include "engine/cuda/affine_test_matrix.h"
 #include "engine/cuda/device_buffer.h"
 #include "engine/cuda/device_info.h"
+#include "engine/cuda/device_test.h"
 
 namespace cherenkov::engine::cuda {
 namespace {
@@ -36,16 +37,8 @@ using affine_test::random_vector;
 using affine_test::TestMatrix;
 using affine_test::uniform;
 
-bool have_device() {
-    return !query_devices().devices.empty();
-}
-
-class CudaAffineGemv : public ::testing::Test {
+class CudaAffineGemv : public DeviceTest {
 protected:
-    void SetUp() override {
-        const DeviceQuery query = query_devices();
-        if (query.devices.empty()) GTEST_SKIP() << "no CUDA device: " << query.unavailable_reason;
-    }
     ThreadPool pool_{0};
 };
 

@@ -15,7 +15,7 @@
 #include <utility>
 
 #include "base/error.h"
-#include "engine/cuda/device_info.h"
+#include "engine/cuda/device_test.h"
 #include "engine/experts/direct_expert_reader.h"
 #include "engine/generate/generator.h"
 #include "engine/generate/sampler.h"
@@ -26,12 +26,10 @@ namespace cherenkov::testing {
 namespace {
 
 constexpr float kLogitTolerance = 1e-3F;
+using engine::cuda::have_device;
+
 const char* const kPrompts[] = {"len1",  "len3",    "len4",      "len5", "len8",
                                 "len33", "eos_mid", "eos_first", "chat"};
-
-bool have_device() {
-    return !engine::cuda::query_devices().devices.empty();
-}
 
 // A CPU FixtureEngine plus a CUDA model over the same weights with its own expert reader.
 struct CudaFixture {

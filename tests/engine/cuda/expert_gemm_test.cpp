@@ -20,6 +20,7 @@
 #include "engine/cuda/affine_test_matrix.h"
 #include "engine/cuda/device_buffer.h"
 #include "engine/cuda/device_info.h"
+#include "engine/cuda/device_test.h"
 #include "engine/cuda/expert_group.h"
 
 namespace cherenkov::engine::cuda {
@@ -38,12 +39,8 @@ constexpr int kShapes[][2] = {{2, 64}, {2, 128}, {4, 64}, {4, 128}, {8, 64}};
 constexpr int32_t kCounts[] = {1, 3, 8, 17, 40};
 constexpr int kTop = 3;  // 69 pairs = 23 rows × 3 slots
 
-class CudaExpertGemm : public ::testing::Test {
+class CudaExpertGemm : public DeviceTest {
 protected:
-    void SetUp() override {
-        const DeviceQuery query = query_devices();
-        if (query.devices.empty()) GTEST_SKIP() << "no CUDA device: " << query.unavailable_reason;
-    }
     ThreadPool pool_{0};
 };
 

@@ -23,6 +23,7 @@
 #include "engine/cpu/thread_pool.h"
 #include "engine/cuda/affine_test_matrix.h"
 #include "engine/cuda/device_info.h"
+#include "engine/cuda/device_test.h"
 #include "engine/cuda/gated_deltanet_check.h"
 #include "engine/model/layers.h"
 
@@ -298,13 +299,8 @@ void compare_results(const Result& gpu, const Result& cpu, const std::string& wh
                 what.c_str(), y, recurrent, conv, recurrent_snaps, conv_snaps);
 }
 
-class CudaGatedDeltaNet : public ::testing::Test {
+class CudaGatedDeltaNet : public DeviceTest {
 protected:
-    void SetUp() override {
-        const DeviceQuery query = query_devices();
-        if (query.devices.empty()) GTEST_SKIP() << "no CUDA device: " << query.unavailable_reason;
-    }
-
     // T = 1, 3 and 37 rows in one call each; snapshots at T = 3 (and at every T when asked).
     void check_shape(const Shape& shape, bool all_snapshots) {
         const TestLayer layer = make_layer(shape, 100);

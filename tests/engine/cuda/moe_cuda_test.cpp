@@ -14,6 +14,7 @@
 #include "base/error.h"
 #include "engine/cuda/device_expert_pool.h"
 #include "engine/cuda/device_info.h"
+#include "engine/cuda/device_test.h"
 #include "engine/cuda/moe_check.h"
 #include "engine/model/fixture_engine.h"
 #include "engine/model/layers.h"
@@ -41,11 +42,11 @@ std::vector<float> random_mix(int64_t n, uint64_t seed) {
     return v;
 }
 
-class CudaMoe : public ::testing::Test {
+class CudaMoe : public DeviceTest {
 protected:
     void SetUp() override {
-        const DeviceQuery query = query_devices();
-        if (query.devices.empty()) GTEST_SKIP() << "no CUDA device: " << query.unavailable_reason;
+        DeviceTest::SetUp();
+        if (IsSkipped()) return;
         engine_ = std::make_unique<FixtureEngine>("tiny_a/hf_flat_fused");
     }
 
@@ -210,13 +211,7 @@ struct HostRecords {
     std::vector<std::vector<std::byte>> records;
 };
 
-class CudaDeviceExpertPool : public ::testing::Test {
-protected:
-    void SetUp() override {
-        const DeviceQuery query = query_devices();
-        if (query.devices.empty()) GTEST_SKIP() << "no CUDA device: " << query.unavailable_reason;
-    }
-};
+class CudaDeviceExpertPool : public DeviceTest {};
 
 TEST(DeviceExpertPoolSize, SlotsHoldTheLargestPrecisionRoundedTo256) {
     const store::ExpertLayout q4 = test_layout(4);

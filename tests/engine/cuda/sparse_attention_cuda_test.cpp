@@ -17,6 +17,7 @@
 #include "engine/cpu/thread_pool.h"
 #include "engine/cuda/affine_test_matrix.h"
 #include "engine/cuda/device_info.h"
+#include "engine/cuda/device_test.h"
 #include "engine/cuda/sparse_attention_check.h"
 #include "engine/model/layers.h"
 #include "engine/model/ops.h"
@@ -329,13 +330,8 @@ private:
     SparseAttentionCheck gpu_;
 };
 
-class CudaSparseAttention : public ::testing::Test {
+class CudaSparseAttention : public DeviceTest {
 protected:
-    void SetUp() override {
-        const DeviceQuery query = query_devices();
-        if (query.devices.empty()) GTEST_SKIP() << "no CUDA device: " << query.unavailable_reason;
-    }
-
     // Prefill `chunks` in turn, comparing after each call; returns the rows compared.
     static int64_t run_chunks(Pair& pair, const std::vector<float>& mix,
                               const std::vector<int64_t>& chunks, const std::string& what) {

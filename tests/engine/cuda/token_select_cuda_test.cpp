@@ -14,6 +14,7 @@
 #include "base/error.h"
 #include "engine/cuda/device_buffer.h"
 #include "engine/cuda/device_info.h"
+#include "engine/cuda/device_test.h"
 #include "engine/cuda/token_select.h"
 
 namespace cherenkov::engine::cuda {
@@ -22,10 +23,6 @@ namespace {
 constexpr int64_t kQwenVocab = 151936;
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
-
-bool have_device() {
-    return !query_devices().devices.empty();
-}
 
 // tokens picked on the device for rows of `logits` [n_rows, vocab], one choice per row.
 std::vector<int32_t> device_select(const std::vector<float>& logits, int64_t vocab,
