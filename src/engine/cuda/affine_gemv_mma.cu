@@ -187,11 +187,6 @@ bool mma_disabled() {
     return disabled;
 }
 
-bool device_has_bf16_mma() {
-    static const bool ok = current_device_attribute(cudaDevAttrComputeCapabilityMajor) >= 8;
-    return ok;
-}
-
 int groups_per_part(int n_groups, int k_split) {
     return (n_groups + k_split - 1) / k_split;
 }
@@ -262,7 +257,7 @@ bool mma_gemv_takes(int bits, int group_size, int64_t cols, int n_rows) {
     if (shared_bytes(group_size, static_cast<int>(cols / group_size), n_rows) > kMaxSharedBytes) {
         return false;
     }
-    return device_has_bf16_mma();
+    return device_compute_major() >= 8;  // bf16 mma.sync
 }
 
 void mma_gemv_dense(const DeviceAffineMatrix& w, const float* x, size_t x_stride, int n_rows,

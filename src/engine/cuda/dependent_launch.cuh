@@ -33,8 +33,7 @@ __device__ __forceinline__ void allow_next_kernel() {
 // Whether launches overlap: the device takes the programmatic-serialization attribute (sm_90)
 // and CHERENKOV_PDL=0 does not turn it off (A/B runs; the waits then return at once).
 inline bool dependent_launch_supported() {
-    static const bool ok = !switched_off("CHERENKOV_PDL") &&
-                           current_device_attribute(cudaDevAttrComputeCapabilityMajor) >= 9;
+    static const bool ok = !switched_off("CHERENKOV_PDL") && device_compute_major() >= 9;
     return ok;
 }
 

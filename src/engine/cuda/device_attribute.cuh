@@ -18,4 +18,11 @@ inline int current_device_attribute(cudaDeviceAttr attribute) {
     return value;
 }
 
+// The current device's compute capability major (0 without a device), asked once: a process
+// runs the engine on one device, and the kernels' "takes" checks ask on every call.
+inline int device_compute_major() {
+    static const int major = current_device_attribute(cudaDevAttrComputeCapabilityMajor);
+    return major;
+}
+
 }  // namespace cherenkov::engine::cuda

@@ -313,10 +313,6 @@ __global__ void __launch_bounds__(kThreads, 3) expert_gemm_kernel(const Params p
 #endif
 }
 
-bool device_has_bf16_mma() {
-    return current_device_attribute(cudaDevAttrComputeCapabilityMajor) >= 8;
-}
-
 template <Mode M>
 void launch(const ExpertGemmTiles& tiles, const Params& p, cudaStream_t stream) {
     constexpr int kSetRows = M == Mode::GateUp ? kTileRows : kTiles * kTileRows;
@@ -361,7 +357,8 @@ void check(const ExpertGemmTiles& tiles, const float* x, const float* y, const c
 
 bool expert_gemm_takes(const ExpertShape& shape) {
     return mma_code_shape(shape.bits, shape.group_size) && shape.hidden % shape.group_size == 0 &&
-           shape.intermediate % shape.group_size == 0 && device_has_bf16_mma();
+           shape.intermediate % shape.group_size == 0 &&
+           device_compute_major() >= 8;  // bf16 mma.sync
 }
 
 void expert_gemm_gate_up(const ExpertGemmTiles& tiles, const float* mix, int top, float* h,
