@@ -127,10 +127,9 @@ __device__ __forceinline__ void issue_copies(const Params& p, uint8_t* smem, int
 #pragma unroll
         for (int k = 0; k < 2; ++k) {
             uint8_t* dst = smem + p.params_offset + (2 * m + k) * p.param_bytes;
-            const int skip =
-                copy_span(dst, params[m][k] + static_cast<size_t>(row0) * p.n_groups,
-                          static_cast<size_t>(valid) * p.n_groups, static_cast<int>(threadIdx.x),
-                          kThreads, [&](uint8_t* d, const void* src) { copy_16(d, src, policy); });
+            const int skip = copy_span(dst, params[m][k] + static_cast<size_t>(row0) * p.n_groups,
+                                       static_cast<size_t>(valid) * p.n_groups,
+                                       static_cast<int>(threadIdx.x), kThreads, policy);
             if (threadIdx.x == 0) param_skip[m][k] = skip;
         }
     }
@@ -265,11 +264,6 @@ bool bulk_disabled() {
     return disabled;
 }
 
-bool device_is_hopper_or_newer() {
-    static const bool ok = current_device_attribute(cudaDevAttrComputeCapabilityMajor) >= 9;
-    return ok;
-}
-
 // A block's shared-memory plan for one matrix shape; total 0 when the shape is not taken.
 struct Plan {
     Params p{};
@@ -339,7 +333,7 @@ int blocks_of(const Plan& plan) {
 }
 
 Plan plan_for(Mode mode, int bits, int group_size, int64_t rows, int64_t cols, int n_rows) {
-    if (bulk_disabled() || n_rows < 1 || n_rows > kMaxGemvRows || !device_is_hopper_or_newer()) {
+    if (bulk_disabled() || n_rows < 1 || n_rows > kMaxGemvRows || device_compute_major() < 9) {
         return Plan{};
     }
     if (!mma_code_shape(bits, group_size) || cols % group_size != 0 || cols > (int64_t{1} << 20) ||

@@ -36,16 +36,14 @@ __device__ __forceinline__ void wait_copies() {
 
 // Copies `elements` uint16 from `begin` into dst, widened to the 16-byte blocks around them (the
 // widened bytes share 16-byte blocks with real elements, so they are mapped memory), thread
-// `thread` of `threads` taking every threads-th block; `copy(dst, src)` copies one block.
-// Returns the element offset of begin in dst.
-template <typename Copy>
+// `thread` of `threads` taking every threads-th block. Returns the element offset of begin in dst.
 __device__ __forceinline__ int copy_span(uint8_t* dst, const uint16_t* begin, size_t elements,
-                                         int thread, int threads, Copy copy) {
+                                         int thread, int threads, uint64_t policy) {
     const auto first = reinterpret_cast<uintptr_t>(begin) & ~uintptr_t{15};
     const uintptr_t end = reinterpret_cast<uintptr_t>(begin + elements);
     const int blocks = static_cast<int>((((end + 15) & ~uintptr_t{15}) - first) / 16);
     for (int i = thread; i < blocks; i += threads) {
-        copy(dst + 16 * i, reinterpret_cast<const void*>(first + 16 * i));
+        copy_16(dst + 16 * i, reinterpret_cast<const void*>(first + 16 * i), policy);
     }
     return static_cast<int>((reinterpret_cast<uintptr_t>(begin) - first) / 2);
 }

@@ -80,7 +80,7 @@ __device__ uint64_t block_reduce(uint64_t value, uint64_t* shared) {
 constexpr int kDigits = 256;
 // Values of a row each thread loads before using any: a pass over the row is a chain of
 // dependent loads otherwise (one at a time per thread: ~15 µs a pass at vocab 32768, and the
-// sampled path makes ~20 passes).
+// sampled path makes up to ~20 passes).
 constexpr int kBatch = 8;
 
 // Calls f(i, row[i]) for this thread's share of i < n, kBatch loads in flight.
