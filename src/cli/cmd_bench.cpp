@@ -35,6 +35,15 @@ int run_bench(const BenchOptions& options) {
     if (options.prompt_tokens < 1 || options.gen_tokens < 1 || options.repeat < 1) {
         throw_invalid("--prompt-tokens, --gen-tokens and --repeat must be positive");
     }
+    // Sampling is checked here, before the model loads (the Generator checks it again).
+    engine::SamplingOptions sampling;
+    sampling.temperature = options.temperature;
+    sampling.top_p = options.top_p;
+    sampling.seed = options.seed;
+    engine::validate_sampling_options(sampling);
+    if (options.drafts > 0 && !sampling.allows_speculation()) {
+        throw_invalid("--drafts needs greedy decoding (--temperature 0)");
+    }
     ModelOptions model_options = options.model;
     model_options.max_rows = 1 + options.drafts;
     model_options.max_ctx = options.prompt_tokens + options.gen_tokens + 4;
@@ -51,13 +60,7 @@ int run_bench(const BenchOptions& options) {
     generation.stop_at_eos = false;
     generation.max_ctx = options.prompt_tokens + options.gen_tokens + 4;
     generation.prefill_quantum = options.model.prefill_quantum;
-    generation.sampling.temperature = options.temperature;
-    generation.sampling.top_p = options.top_p;
-    generation.sampling.seed = options.seed;
-    engine::validate_sampling_options(generation.sampling);
-    if (options.drafts > 0 && !generation.sampling.allows_speculation()) {
-        throw_invalid("--drafts needs greedy decoding (--temperature 0)");
-    }
+    generation.sampling = sampling;
 
     nlohmann::json runs = nlohmann::json::array();
     double best_prefill = 0.0;
