@@ -387,18 +387,30 @@ __global__ void __launch_bounds__(kThreads) affine_gemv_kernel(const GemvParams 
 }
 
 // y[t][d] = (accumulate ? y[t][d] : 0) + Σ_e weights[e][t]·part[e][t][d], e ascending, zero
-// weights skipped. part: [n_experts, n_rows, hidden]; y: [n_rows, hidden].
+// weights skipped. part: [n_experts, n_rows, hidden]; y: [n_rows, hidden]. The loads of a batch
+// of experts are all issued before the first is used: one after another they were a chain of
+// dependent L2 round trips, ~5 µs per call on the H200 (ncu), more than the down launch's tail.
 __global__ void combine_experts_kernel(const float* part, const float* weights, int n_experts,
                                        int n_rows, int hidden, float* y, bool accumulate) {
+    constexpr int kBatch = 16;
     wait_for_previous_kernel();  // the down launch's parts
     allow_next_kernel();
     const int index = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
     if (index >= n_rows * hidden) return;
     const int t = index / hidden;
     float sum = accumulate ? y[index] : 0.0F;
-    for (int e = 0; e < n_experts; ++e) {
-        const float w = weights[e * n_rows + t];
-        if (w != 0.0F) sum = fmaf(w, part[static_cast<size_t>(e) * n_rows * hidden + index], sum);
+    for (int e0 = 0; e0 < n_experts; e0 += kBatch) {
+        float w[kBatch], v[kBatch];
+#pragma unroll
+        for (int i = 0; i < kBatch; ++i) {
+            const int e = e0 + i;
+            w[i] = e < n_experts ? weights[e * n_rows + t] : 0.0F;
+            v[i] = e < n_experts ? part[static_cast<size_t>(e) * n_rows * hidden + index] : 0.0F;
+        }
+#pragma unroll
+        for (int i = 0; i < kBatch; ++i) {
+            if (w[i] != 0.0F) sum = fmaf(w[i], v[i], sum);
+        }
     }
     y[index] = sum;
 }

@@ -172,24 +172,48 @@ __global__ void scatter_rows_kernel(const float* yg, const int32_t* slots, int h
 // routed[t, d] = Σ_m part_weights[t, m] · parts[part_rows[t, m], d] over m until a −1 (the row's
 // delivered experts in increasing expert index); y = routed + sigmoid(shared_gate[t]) · shared.
 // part_rows, part_weights: [T, top]; parts: [*, H]; shared, routed, y: [T, H]; shared_gate: [T].
+// A batch of the row's parts is loaded before any is added: loaded one after another (each
+// address read first) they were a chain of ~2·top dependent L2 round trips.
 __global__ void moe_combine_kernel(const float* parts, const int32_t* part_rows,
                                    const float* part_weights, int top, const float* shared,
                                    const float* shared_gate, int n_rows, int hidden, float* routed,
                                    float* y) {
+    constexpr int kBatch = 16;
     wait_for_previous_kernel();
     allow_next_kernel();
     const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (index >= static_cast<int64_t>(n_rows) * hidden) return;
     const int t = static_cast<int>(index / hidden);
     const int d = static_cast<int>(index - static_cast<int64_t>(t) * hidden);
+    const float gate = sigmoid_f(shared_gate[t]);
+    const float shared_part = shared[index];
     float sum = 0.0F;
-    for (int m = 0; m < top; ++m) {
-        const int32_t r = part_rows[t * top + m];
-        if (r < 0) break;
-        sum += part_weights[t * top + m] * parts[static_cast<size_t>(r) * hidden + d];
+    bool done = false;
+    for (int m0 = 0; m0 < top && !done; m0 += kBatch) {
+        int32_t r[kBatch];
+        float w[kBatch], v[kBatch];
+#pragma unroll
+        for (int i = 0; i < kBatch; ++i) {
+            const int m = m0 + i;
+            r[i] = m < top ? part_rows[t * top + m] : -1;
+            w[i] = m < top ? part_weights[t * top + m] : 0.0F;
+        }
+#pragma unroll
+        for (int i = 0; i < kBatch; ++i) {  // entries past the first −1 are not row numbers
+            done = done || r[i] < 0;
+            if (done) r[i] = -1;
+        }
+#pragma unroll
+        for (int i = 0; i < kBatch; ++i) {
+            v[i] = r[i] >= 0 ? parts[static_cast<size_t>(r[i]) * hidden + d] : 0.0F;
+        }
+#pragma unroll
+        for (int i = 0; i < kBatch; ++i) {
+            if (r[i] >= 0) sum += w[i] * v[i];
+        }
     }
     routed[index] = sum;
-    y[index] = sum + sigmoid_f(shared_gate[t]) * shared[index];
+    y[index] = sum + gate * shared_part;
 }
 
 unsigned blocks(int64_t n, int threads) {
