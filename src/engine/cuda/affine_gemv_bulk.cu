@@ -69,6 +69,7 @@ struct Params {
     // Copy pieces: 16-byte chunks of one column range's first and second half, and reciprocals
     // of the piece and of a row's pieces (quotient()).
     int piece_chunks[2];
+    int stripe_rows[2];  // rows a warp copies at once: max(1, 32 ÷ row piece)
     float inv_piece_chunks[2];
     float inv_row_piece_chunks[2];
     int params_offset;
@@ -91,8 +92,7 @@ __device__ __forceinline__ int2 phase_groups(const Params& p, int part, int phas
 
 // The whole block asks for its rows: the parameter spans and every row's first-phase pieces
 // (committed as group 0), then the second-phase pieces (group 1). Each row has the same piece
-// layout, so a lane works out once which 16-byte chunks of a row it copies and their phases, and
-// warp w copies rows w, w + 8, …; consecutive lanes take consecutive chunks (coalesced).
+// layout; consecutive lanes take consecutive chunks (coalesced).
 // Returns, in param_skip, each parameter region's element offset of its first row.
 template <int G, int Bits, Mode M>
 __device__ __forceinline__ void issue_copies(const Params& p, uint8_t* smem, int row0, int valid,
@@ -134,28 +134,35 @@ __device__ __forceinline__ void issue_copies(const Params& p, uint8_t* smem, int
         }
     }
     // Phase `phase` of a row is, for each of the k_split column ranges, piece_chunks[phase]
-    // consecutive 16-byte chunks; chunk q of the phase (over all rows) is row q ÷ row_piece,
-    // range (q mod row_piece) ÷ piece, chunk (q mod piece) of that range's piece.
+    // consecutive 16-byte chunks (row_piece in all). A warp copies stripe_rows[phase] rows at a
+    // time, its lanes over their chunks; chunk f of a stripe is row f ÷ row_piece of it, range
+    // (f mod row_piece) ÷ piece, chunk (f mod piece) of that range's piece. Where a lane's
+    // chunks sit is worked out once and holds for every stripe, so a copy costs a few adds
+    // (worked out per copy, the divisions were a fifth of the gate/up launch's instructions).
+    const int lane = static_cast<int>(threadIdx.x % 32);
+    const int warp = static_cast<int>(threadIdx.x / 32);
 #pragma unroll
     for (int phase = 0; phase < kPhases; ++phase) {
-        const int piece = phase == 0 ? p.piece_chunks[0] : p.piece_chunks[1];
+        const int piece = p.piece_chunks[phase];
         const int row_piece = piece * p.k_split;
-        const float inv_piece = phase == 0 ? p.inv_piece_chunks[0] : p.inv_piece_chunks[1];
-        const float inv_row_piece =
-            phase == 0 ? p.inv_row_piece_chunks[0] : p.inv_row_piece_chunks[1];
+        const int stripe = p.stripe_rows[phase];
+        const float inv_piece = p.inv_piece_chunks[phase];
+        const float inv_row_piece = p.inv_row_piece_chunks[phase];
         const int first_group = phase == 0 ? 0 : (p.groups_per_part + 1) / 2;
+        for (int f = lane; f < stripe * row_piece; f += 32) {
+            const int in_stripe = quotient(f, inv_row_piece);
+            const int in_row = f - in_stripe * row_piece;
+            const int range = quotient(in_row, inv_piece);
+            const int chunk = in_row - range * piece;
+            const int byte =
+                (range * p.groups_per_part + first_group) * (16 * kChunksPerGroup) + 16 * chunk;
 #pragma unroll
-        for (int m = 0; m < kMats; ++m) {
-            const uint8_t* src = codes[m] + static_cast<size_t>(row0) * p.row_bytes;
-            uint8_t* dst = smem + m * p.mat_rows * p.code_stride;
-            for (int q = static_cast<int>(threadIdx.x); q < valid * row_piece; q += kThreads) {
-                const int row = quotient(q, inv_row_piece);
-                const int in_row = q - row * row_piece;
-                const int range = quotient(in_row, inv_piece);
-                const int chunk = in_row - range * piece;
-                const int byte =
-                    (range * p.groups_per_part + first_group) * (16 * kChunksPerGroup) + 16 * chunk;
-                copy_16(dst + row * p.code_stride + byte, src + row * p.row_bytes + byte, policy);
+            for (int m = 0; m < kMats; ++m) {
+                const uint8_t* src = codes[m] + static_cast<size_t>(row0) * p.row_bytes + byte;
+                uint8_t* dst = smem + m * p.mat_rows * p.code_stride + byte;
+                for (int row = warp * stripe + in_stripe; row < valid; row += kWarps * stripe) {
+                    copy_16(dst + row * p.code_stride, src + row * p.row_bytes, policy);
+                }
             }
         }
         commit_copies();
@@ -310,6 +317,7 @@ Plan layout(Mode mode, int bits, int group_size, int64_t rows, int64_t cols, int
     for (int phase = 0; phase < kPhases; ++phase) {
         const int groups = phase == 0 ? first_half : p.groups_per_part - first_half;
         p.piece_chunks[phase] = groups * group_bytes / 16;
+        p.stripe_rows[phase] = std::max(1, 32 / std::max(1, p.piece_chunks[phase] * k_split));
         p.inv_piece_chunks[phase] =
             groups > 0 ? 1.0F / static_cast<float>(p.piece_chunks[phase]) : 0.0F;
         p.inv_row_piece_chunks[phase] =
