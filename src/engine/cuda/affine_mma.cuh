@@ -83,6 +83,14 @@ __device__ __forceinline__ void decode_word(uint32_t w, uint32_t (&r)[16 / Bits]
     }
 }
 
+// decode_word<4> without its FMA: r[q] = (128 + code q, 128 + code q + 4), exact in bf16. A
+// caller that has Σx at hand takes 128·Σx out of the dot product afterwards, one FMA per row and
+// group instead of four per word (the decode is most of a tensor-core GEMV's instructions).
+__device__ __forceinline__ void decode_word_plus_128(uint32_t w, uint32_t (&r)[4]) {
+#pragma unroll
+    for (int q = 0; q < 4; ++q) r[q] = and_or(w >> (4 * q), 0x000F000FU, 0x43004300U);
+}
+
 __device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
                                          uint32_t a3, uint32_t b0, uint32_t b1) {
     asm volatile(
@@ -270,6 +278,8 @@ __device__ __forceinline__ void multiply_group(
     float (&total)[Tiles][2]) {
     using S = CodeLayout<Bits, G>;
     constexpr uint32_t kOnes = 0x3F803F80U;  // bf16 (1, 1)
+    // 4-bit codes are multiplied as 128 + q; 128·Σx leaves the sum before the scale.
+    constexpr bool kPlus128 = Bits == 4;
     float acc[Tiles][4] = {};
     float xs[4] = {};
 #pragma unroll
@@ -278,8 +288,13 @@ __device__ __forceinline__ void multiply_group(
         uint32_t a[Tiles][2][S::kRegsPerWord];
 #pragma unroll
         for (int tile = 0; tile < Tiles; ++tile) {
-            decode_word<Bits>(words[tile][0][w], a[tile][0]);
-            decode_word<Bits>(words[tile][1][w], a[tile][1]);
+            if constexpr (kPlus128) {
+                decode_word_plus_128(words[tile][0][w], a[tile][0]);
+                decode_word_plus_128(words[tile][1][w], a[tile][1]);
+            } else {
+                decode_word<Bits>(words[tile][0][w], a[tile][0]);
+                decode_word<Bits>(words[tile][1][w], a[tile][1]);
+            }
         }
 #pragma unroll
         for (int s = 0; s < S::kStepsPerWord; ++s) {
@@ -298,7 +313,8 @@ __device__ __forceinline__ void multiply_group(
     for (int tile = 0; tile < Tiles; ++tile) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            const float dot = acc[tile][2 * h] + acc[tile][2 * h + 1];
+            float dot = acc[tile][2 * h] + acc[tile][2 * h + 1];
+            if constexpr (kPlus128) dot = fmaf(-128.0F, x_sum, dot);
             total[tile][h] = fmaf(scale[tile][h], dot, total[tile][h]);
             total[tile][h] = fmaf(bias[tile][h], x_sum, total[tile][h]);
         }
