@@ -1,4 +1,5 @@
-// Prefill matmuls (affine_gemm.h): y[T, N] = x[T, K]·W[N, K]ᵀ, tiled SIMT float32.
+// Prefill matmuls (affine_gemm.h): y[T, N] = x[T, K]·W[N, K]ᵀ, tiled SIMT float32, for the
+// shapes and layouts the tensor-core GEMM (expert_gemm.cu) does not take.
 //   * A block computes an output tile of kBN = 128 weight rows × BM tokens (BM = 32, 64 or 128,
 //     chosen per shape) and walks K in steps of kBK = 32 columns: one 32-column "piece" of every
 //     weight row, which lies in one quantization group (groups are 32, 64 or 128 columns).
@@ -22,6 +23,7 @@
 
 #include "base/error.h"
 #include "engine/cuda/affine_gemm.h"
+#include "engine/cuda/expert_gemm.h"
 #include "engine/cuda/cuda_check.cuh"
 #include "engine/cuda/dependent_launch.cuh"
 
@@ -554,6 +556,10 @@ void affine_gemm(const DeviceAffineMatrix& w, const float* x, size_t x_stride, i
     if (!aligned(w.codes, code_alignment) || !aligned(w.scales, 2) || !aligned(w.biases, 2)) {
         throw_invalid("[affine_gemm] codes must be " + std::to_string(code_alignment) +
                       "-byte aligned at " + std::to_string(w.bits) + " bits");
+    }
+    if (affine_gemm_tensor_cores_take(w, x, x_stride)) {
+        affine_gemm_tensor_cores(w, x, x_stride, n_rows, y, y_stride, stream);
+        return;
     }
     GemmParams p{};
     p.codes = w.codes;

@@ -1,7 +1,10 @@
 // Prefill matmuls on the GPU (issue 9): y = x·Wᵀ for any number of input rows, with W
-// MLX-affine (the format of DeviceAffineMatrix, affine_gemv.h) or float32. Tiled SIMT float32:
-// every output element is summed over the columns in ascending order by one thread, so results
-// are bitwise reproducible and do not depend on the tile configuration chosen for a shape. Plain
+// MLX-affine (the format of DeviceAffineMatrix, affine_gemv.h) or float32. Affine shapes the
+// tensor-core kernels decode (2/4 bits at group 64/128, 8 bits at group 64), with 16-byte aligned
+// x, go to the tensor-core GEMM (expert_gemm.h: affine_gemm_tensor_cores); the rest to a tiled
+// SIMT float32 kernel, where every output element is summed over the columns in ascending order
+// by one thread. Either way results are bitwise reproducible and do not depend on the number of
+// rows or the tile configuration chosen for a shape. Plain
 // C++ API: device pointers, and a cudaStream_t passed as void* (nullptr: the legacy default
 // stream). Built from affine_gemm.cu with CUDA, or from affine_gemm_unavailable.cpp without it,
 // where every call throws "built without CUDA".

@@ -32,6 +32,7 @@
 #include "engine/cuda/device_attribute.cuh"
 #include "engine/cuda/device_math.cuh"
 #include "engine/cuda/expert_gemm.h"
+#include "engine/cuda/switched_off.h"
 
 namespace cherenkov::engine::cuda {
 namespace {
@@ -50,12 +51,17 @@ constexpr int kMaxChunkGroups = kChunkCols / 64;
 // spill next to the 32 accumulator registers of a 16-token tile.
 constexpr int kDepth = 2;
 
-enum class Mode { GateUp, Down };
+// Dense: one matrix, tiles of 16 consecutive tokens (affine_gemm_tensor_cores).
+enum class Mode { GateUp, Down, Dense };
 
 struct Params {
     const ExpertAddress* table;
     const ExpertTokenTile* tiles;
     const int32_t* slots;
+    const uint8_t* codes;  // Dense: the matrix
+    const uint16_t* scales;
+    const uint16_t* biases;
+    int n_tokens;  // Dense: tokens (x rows) in the call
     int rows;           // output rows of one matrix (GateUp: intermediate, Down: hidden)
     int n_groups;       // input columns / G
     const float* x;     // GateUp: mix [T, hidden]; Down: h [T·k, intermediate]
@@ -155,12 +161,22 @@ __global__ void __launch_bounds__(kThreads, 3) expert_gemm_kernel(const Params p
     const int warp = static_cast<int>(threadIdx.x / 32);
     const int g = lane >> 2;
     const int c = lane & 3;
-    const ExpertTokenTile tile = p.tiles[blockIdx.x];
+    ExpertTokenTile tile;
+    if constexpr (M == Mode::Dense) {
+        tile.expert = 0;
+        tile.first = static_cast<int32_t>(blockIdx.x) * kExpertTokenTile;
+        tile.count = min(kExpertTokenTile, p.n_tokens - tile.first);
+    } else {
+        tile = p.tiles[blockIdx.x];
+    }
     // A tile of ≤ 8 tokens skips the second n-block (block-uniform).
     const int n_token_blocks = tile.count > 8 ? 2 : 1;
     if (threadIdx.x < kExpertTokenTile) {
         const int token = static_cast<int>(threadIdx.x);
-        const int32_t i = token < tile.count ? p.slots[tile.first + token] : 0;
+        int32_t i = 0;
+        if (token < tile.count) {
+            i = M == Mode::Dense ? tile.first + token : p.slots[tile.first + token];
+        }
         x_rows[token] = p.x + static_cast<size_t>(i / p.x_row_divisor) * p.x_stride;
         out_rows[token] = i;
     }
@@ -169,16 +185,21 @@ __global__ void __launch_bounds__(kThreads, 3) expert_gemm_kernel(const Params p
     const int row0 = (static_cast<int>(blockIdx.y) * kWarps + warp) * kSetRows;
     const bool active = row0 < p.rows;  // warp-uniform; idle warps still stage x and sync
 
-    const ExpertAddress& address = p.table[tile.expert];
     LaneRows<kTiles> rp;
     const size_t row_bytes = static_cast<size_t>(p.n_groups) * S::kGroupBytes;
 #pragma unroll
     for (int t = 0; t < kTiles; ++t) {
-        const uint8_t* codes = address.down_codes;
-        const uint16_t* scales = address.down_scales;
-        const uint16_t* biases = address.down_biases;
+        const uint8_t* codes = p.codes;
+        const uint16_t* scales = p.scales;
+        const uint16_t* biases = p.biases;
         int tile_row0 = row0 + t * kTileRows;
-        if constexpr (M == Mode::GateUp) {
+        if constexpr (M == Mode::Down) {
+            const ExpertAddress& address = p.table[tile.expert];
+            codes = address.down_codes;
+            scales = address.down_scales;
+            biases = address.down_biases;
+        } else if constexpr (M == Mode::GateUp) {
+            const ExpertAddress& address = p.table[tile.expert];
             codes = t == 0 ? address.gate_codes : address.up_codes;
             scales = t == 0 ? address.gate_scales : address.up_scales;
             biases = t == 0 ? address.gate_biases : address.up_biases;
@@ -314,17 +335,17 @@ __global__ void __launch_bounds__(kThreads, 3) expert_gemm_kernel(const Params p
 }
 
 template <Mode M>
-void launch(const ExpertGemmTiles& tiles, const Params& p, cudaStream_t stream) {
+void launch(int bits, int group_size, int n_tiles, const Params& p, cudaStream_t stream) {
     constexpr int kSetRows = M == Mode::GateUp ? kTileRows : kTiles * kTileRows;
     const int row_blocks = (p.rows + kWarps * kSetRows - 1) / (kWarps * kSetRows);
-    const dim3 grid(static_cast<unsigned>(tiles.n_tiles), static_cast<unsigned>(row_blocks));
+    const dim3 grid(static_cast<unsigned>(n_tiles), static_cast<unsigned>(row_blocks));
     // Runtime (bits, group) → template arguments, once per launch.
     auto with = [&](auto bits_c, auto group_c) {
         constexpr int kB = decltype(bits_c)::value;
         constexpr int kG = decltype(group_c)::value;
         launch_dependent(expert_gemm_kernel<kB, kG, M>, grid, dim3(kThreads), 0, stream, p);
     };
-    with_code_shape(tiles.shape.bits, tiles.shape.group_size, "expert_gemm", with);
+    with_code_shape(bits, group_size, "expert_gemm", with);
 }
 
 bool aligned(const void* pointer, size_t alignment) {
@@ -378,7 +399,7 @@ void expert_gemm_gate_up(const ExpertGemmTiles& tiles, const float* mix, int top
     p.x_stride = static_cast<int>(s.hidden);
     p.y = h;
     p.y_stride = static_cast<int>(s.intermediate);
-    launch<Mode::GateUp>(tiles, p, static_cast<cudaStream_t>(stream));
+    launch<Mode::GateUp>(s.bits, s.group_size, tiles.n_tiles, p, static_cast<cudaStream_t>(stream));
 }
 
 void expert_gemm_down(const ExpertGemmTiles& tiles, const float* h, float* parts, void* stream) {
@@ -396,7 +417,42 @@ void expert_gemm_down(const ExpertGemmTiles& tiles, const float* h, float* parts
     p.x_stride = static_cast<int>(s.intermediate);
     p.y = parts;
     p.y_stride = static_cast<int>(s.hidden);
-    launch<Mode::Down>(tiles, p, static_cast<cudaStream_t>(stream));
+    launch<Mode::Down>(s.bits, s.group_size, tiles.n_tiles, p, static_cast<cudaStream_t>(stream));
+}
+
+bool affine_gemm_tensor_cores_take(const DeviceAffineMatrix& w, const float* x, size_t x_stride) {
+    static const bool disabled = switched_off("CHERENKOV_GEMM_MMA");
+    // Σx and the B fragments read x rows as float4 and float2; the grid has ≤ 65535 row blocks.
+    return !disabled && mma_code_shape(w.bits, w.group_size) && w.cols % w.group_size == 0 &&
+           w.cols <= (int64_t{1} << 21) && w.rows >= 1 &&
+           w.rows <= int64_t{65535} * kWarps * kTiles * kTileRows && aligned(x, 16) &&
+           x_stride % 4 == 0 && x_stride <= (size_t{1} << 30) && device_compute_major() >= 8;
+}
+
+void affine_gemm_tensor_cores(const DeviceAffineMatrix& w, const float* x, size_t x_stride,
+                              int64_t n_rows, float* y, size_t y_stride, void* stream) {
+    if (!affine_gemm_tensor_cores_take(w, x, x_stride)) {
+        throw_invalid("[affine_gemm_tensor_cores] shape or layout not taken");
+    }
+    if (n_rows < 0 || n_rows > (int64_t{1} << 30) || y_stride < static_cast<size_t>(w.rows) ||
+        y_stride > (size_t{1} << 30) || x_stride < static_cast<size_t>(w.cols)) {
+        throw_invalid("[affine_gemm_tensor_cores] bad row count or stride");
+    }
+    if (n_rows == 0) return;
+    Params p{};
+    p.codes = w.codes;
+    p.scales = w.scales;
+    p.biases = w.biases;
+    p.n_tokens = static_cast<int>(n_rows);
+    p.rows = static_cast<int>(w.rows);
+    p.n_groups = static_cast<int>(w.cols / w.group_size);
+    p.x = x;
+    p.x_row_divisor = 1;
+    p.x_stride = static_cast<int>(x_stride);
+    p.y = y;
+    p.y_stride = static_cast<int>(y_stride);
+    const auto n_tiles = static_cast<int>((n_rows + kExpertTokenTile - 1) / kExpertTokenTile);
+    launch<Mode::Dense>(w.bits, w.group_size, n_tiles, p, static_cast<cudaStream_t>(stream));
 }
 
 }  // namespace cherenkov::engine::cuda

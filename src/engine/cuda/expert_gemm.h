@@ -1,4 +1,5 @@
-// Grouped tensor-core GEMM for the routed experts of a prefill call (issue 9): every pending
+// Tensor-core prefill GEMM (issue 9): the routed experts grouped by expert, and dense matrices
+// (affine_gemm_tensor_cores, at the end). For the experts of a prefill call every pending
 // expert's (row, slot) list is multiplied by its gate/up and then its down matrix in two
 // launches, tokens grouped by expert, so each expert's weights are read once per token tile of
 // up to kExpertTokenTile rows instead of once per 4 rows. Same results contract as the decode
@@ -10,6 +11,7 @@
 // where the launches throw "built without CUDA".
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "engine/cuda/affine_gemv.h"
@@ -52,5 +54,15 @@ void expert_gemm_gate_up(const ExpertGemmTiles& tiles, const float* mix, int top
 // parts[i] = down_e·h[i] for every i of every tile. h: device float [T·k, intermediate],
 // 16-byte aligned; parts: device float [T·k, hidden].
 void expert_gemm_down(const ExpertGemmTiles& tiles, const float* h, float* parts, void* stream);
+
+// The same kernel for a dense matrix in prefill: y[t·y_stride + r] = Σ_c W[r][c]·x[t·x_stride + c]
+// for t < n_rows, tokens in tiles of kExpertTokenTile, each output summed in one order fixed by
+// the shape (bitwise reproducible, independent of n_rows and of which tokens share a tile).
+// affine_gemm() takes it when affine_gemm_tensor_cores_take() says so: a shape the tensor-core
+// kernels decode, x 16-byte aligned with x_stride a multiple of 4, sm_80 or newer, and
+// CHERENKOV_GEMM_MMA not 0 (which keeps the SIMT kernel, for A/B runs).
+bool affine_gemm_tensor_cores_take(const DeviceAffineMatrix& w, const float* x, size_t x_stride);
+void affine_gemm_tensor_cores(const DeviceAffineMatrix& w, const float* x, size_t x_stride,
+                              int64_t n_rows, float* y, size_t y_stride, void* stream);
 
 }  // namespace cherenkov::engine::cuda

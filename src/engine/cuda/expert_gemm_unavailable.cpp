@@ -17,4 +17,13 @@ void expert_gemm_down(const ExpertGemmTiles&, const float*, float*, void*) {
     throw_unsupported("[expert_gemm_down] built without CUDA");
 }
 
+bool affine_gemm_tensor_cores_take(const DeviceAffineMatrix&, const float*, size_t) {
+    return false;
+}
+
+void affine_gemm_tensor_cores(const DeviceAffineMatrix&, const float*, size_t, int64_t, float*,
+                              size_t, void*) {
+    throw_unsupported("[affine_gemm_tensor_cores] built without CUDA");
+}
+
 }  // namespace cherenkov::engine::cuda

@@ -1,8 +1,8 @@
 // The grouped expert GEMM (engine/cuda/expert_gemm.h) against the CPU matmul: every (bits,
 // group) it takes, experts with 1, 3, 8, 17 and 40 (row, slot)s (partial token tiles, one and
 // several tiles), the Flash shape and small odd multiples of the group; bitwise reproducibility,
-// also when the experts are split over several launches. Skips without a device; in a build
-// without CUDA it checks that calls say so.
+// also when the experts are split over several launches; the dense form on odd token counts.
+// Skips without a device; in a build without CUDA it checks that calls say so.
 #include "engine/cuda/expert_gemm.h"
 
 #include <gtest/gtest.h>
@@ -298,6 +298,56 @@ TEST_F(CudaExpertGemm, TakesOnlyItsShapesAndRejectsBadArguments) {
     expert_gemm_down(q4, x.as<float>(), y.as<float>(), nullptr);
 }
 
+// The dense form (what affine_gemm() calls for these shapes): against the CPU matmul on odd
+// token counts (a partial last tile, one of a single token), a y stride past the rows, and the
+// same bits for a token whatever the number of tokens in the call.
+TEST_F(CudaExpertGemm, DenseFormMatchesCpuAndDoesNotDependOnTheTokenCount) {
+    const affine_test::TestMatrix m = affine_test::make_matrix(300, 640, 4, 64, 17);
+    const DeviceAffineMatrix w = m.device();
+    constexpr int64_t kTokens = 37;
+    constexpr size_t kYStride = 305;
+    const std::vector<float> x = affine_test::random_vector(size_t{kTokens} * 640, 23);
+    std::vector<float> expected(size_t{kTokens} * kYStride);
+    ThreadPool pool(0);
+    matmul(m.host(), x.data(), 640, kTokens, expected.data(), kYStride, &pool);
+    const std::vector<double> scale = affine_test::magnitudes(m, x, 640, kTokens, &pool);
+    DeviceBuffer d_x(x.size() * 4), d_y(expected.size() * 4);
+    d_x.upload(x.data(), x.size() * 4);
+    ASSERT_TRUE(affine_gemm_tensor_cores_take(w, d_x.as<float>(), 640));
+    EXPECT_FALSE(affine_gemm_tensor_cores_take(w, d_x.as<float>() + 1, 640));  // unaligned x
+    EXPECT_FALSE(affine_gemm_tensor_cores_take(w, d_x.as<float>(), 642));      // x_stride % 4
+    DeviceAffineMatrix three_bit = w;
+    three_bit.bits = 3;
+    EXPECT_FALSE(affine_gemm_tensor_cores_take(three_bit, d_x.as<float>(), 640));
+
+    d_y.fill(0xFF);
+    affine_gemm_tensor_cores(w, d_x.as<float>(), 640, kTokens, d_y.as<float>(), kYStride, nullptr);
+    std::vector<float> all(expected.size());
+    d_y.download(all.data(), all.size() * 4);
+    for (int64_t t = 0; t < kTokens; ++t) {
+        for (size_t r = 0; r < kYStride; ++r) {
+            const size_t i = static_cast<size_t>(t) * kYStride + r;
+            if (r >= 300) {
+                ASSERT_TRUE(std::isnan(all[i])) << "wrote padding t=" << t << " r=" << r;
+                continue;
+            }
+            ASSERT_LE(std::fabs(all[i] - expected[i]),
+                      affine_test::kTolerance * scale[static_cast<size_t>(t) * 300 + r] + 1e-6)
+                << "t=" << t << " r=" << r;
+        }
+    }
+    for (const int64_t n : {int64_t{1}, int64_t{16}, int64_t{17}}) {
+        d_y.fill(0xFF);
+        affine_gemm_tensor_cores(w, d_x.as<float>(), 640, n, d_y.as<float>(), kYStride, nullptr);
+        std::vector<float> got(static_cast<size_t>(n) * kYStride);
+        d_y.download(got.data(), got.size() * 4);
+        EXPECT_EQ(std::memcmp(got.data(), all.data(), got.size() * 4), 0) << "n_rows=" << n;
+    }
+    EXPECT_THROW(affine_gemm_tensor_cores(w, d_x.as<float>(), 640, kTokens, d_y.as<float>(), 299,
+                                          nullptr),
+                 Error);  // y_stride < rows
+}
+
 TEST(CudaExpertGemmUnavailable, CallsSayBuiltWithoutCuda) {
     if (query_devices().built_with_cuda) GTEST_SKIP() << "built with CUDA";
     EXPECT_FALSE(expert_gemm_takes(ExpertShape{2560, 640, 4, 64}));
@@ -308,6 +358,9 @@ TEST(CudaExpertGemmUnavailable, CallsSayBuiltWithoutCuda) {
         EXPECT_NE(std::string(e.what()).find("built without CUDA"), std::string::npos) << e.what();
     }
     EXPECT_THROW(expert_gemm_gate_up(ExpertGemmTiles{}, nullptr, 1, nullptr, nullptr), Error);
+    EXPECT_FALSE(affine_gemm_tensor_cores_take(DeviceAffineMatrix{}, nullptr, 0));
+    EXPECT_THROW(
+        affine_gemm_tensor_cores(DeviceAffineMatrix{}, nullptr, 0, 1, nullptr, 0, nullptr), Error);
 }
 
 }  // namespace
