@@ -1,12 +1,16 @@
-// Token selection kernels (token_select.h): one block per row. Every decision is "the largest
-// selection key of a set" or "the largest key whose cumulative integer weight (in key order)
-// reaches a target", found by a block reduction or a radix select over 64-bit keys (8 bits a
-// pass, stopping once one candidate is left), the same integers engine/model/token_selector.cpp
-// computes on the host. A sampled row's keys are computed once into the caller's scratch; passes
-// load kBatch values per thread before using any. H200, vocab 32768: a sampled row (top-p) takes
-// 183-192 µs, a greedy one 10-11 µs (was 425-443 and 17-18). The kernel waits for the
-// previous kernel before touching memory and is launched with launch_dependent
-// (dependent_launch.cuh).
+// Token selection kernels (token_select.h). Every decision is "the largest selection key of a
+// set" or "the largest key whose cumulative integer weight (in key order) reaches a target",
+// found by a reduction or a radix select over 64-bit keys (8 bits a pass, stopping once one
+// candidate is left), the same integers engine/model/token_selector.cpp computes on the host.
+// Greedy rows: one block per row (select_kernel). Sampled rows: first many blocks per row find
+// the largest key (max_kernel), then compact the candidates of non-zero weight, the keys of
+// s ≥ best − ~27.7, into the caller's scratch (compact_kernel); then one block per row runs the
+// selects on that list (select_kernel). The compaction loses nothing: weights are monotone in
+// the key, so the list is the row's top-M keys, and every select but top-k ignores zero weights
+// (top-k's cut with k ≥ M keeps the whole list, as the full row would). One block per row over
+// the whole row took 183-192 µs at vocab 32768 (instruction-bound, ~20 passes over the row).
+// Passes load kBatch values per thread before using any. Each kernel waits for the previous one
+// before touching memory and is launched with launch_dependent (dependent_launch.cuh).
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -22,6 +26,12 @@ namespace {
 
 constexpr int kThreads = 1024;
 constexpr int kWarps = kThreads / 32;
+// The row-wide passes before the selects: blocks of kSpreadThreads, kSpreadValues values each.
+constexpr int kSpreadThreads = 256;
+constexpr int64_t kSpreadValues = 4096;
+// Per sampled row, ahead of its keys and weights: the largest key and the candidate count.
+constexpr int64_t kStateWords = 2;
+static_assert(token_select_scratch_words(1) == kStateWords + 2);
 
 // selection_key (token_selector.h): NaN below -inf, -0 equal to +0, ties to the lower index.
 __device__ inline uint64_t device_selection_key(float value, int64_t index) {
@@ -194,11 +204,90 @@ __device__ inline uint64_t device_draw_threshold(double u, uint64_t total) {
     return umin(draw, total - 1);
 }
 
-// grid n_rows, kThreads threads. scratch: [n_rows, 2·vocab] (keys, then weights) or null
-// (greedy rows only).
+// A sampled row's scratch: [state (kStateWords), keys (vocab), weights (vocab)].
+struct RowScratch {
+    unsigned long long* best;   // the row's largest key (atomicMax)
+    unsigned long long* count;  // candidates in the list (atomicAdd)
+    uint64_t* keys;
+    uint64_t* weights;
+};
+
+__device__ inline RowScratch row_scratch(uint64_t* scratch, int64_t row, int64_t vocab) {
+    uint64_t* base = scratch + row * (kStateWords + 2 * vocab);
+    return RowScratch{reinterpret_cast<unsigned long long*>(base),
+                      reinterpret_cast<unsigned long long*>(base + 1), base + kStateWords,
+                      base + kStateWords + vocab};
+}
+
+// grid n_rows · segments (block b: row b ÷ segments, values [kSpreadValues·(b mod segments), …)),
+// kSpreadThreads threads; sampled rows only. The largest key of the scaled logits into the row's
+// state (zeroed by the launcher).
+__global__ void __launch_bounds__(kSpreadThreads)
+    max_kernel(const float* logits, int64_t vocab, int segments, const TokenChoice* choices,
+               uint64_t* scratch) {
+    __shared__ uint64_t reduce[kSpreadThreads / 32];
+    wait_for_previous_kernel();
+    allow_next_kernel();
+    const int64_t r = blockIdx.x / segments;
+    const float temperature = choices[r].temperature;
+    if (temperature <= 0.0F) return;  // greedy (block-uniform)
+    const int64_t first = (blockIdx.x % segments) * kSpreadValues;
+    const int64_t n = min(kSpreadValues, vocab - first);
+    const float* row = logits + r * vocab + first;
+    uint64_t best = 0;
+    for_each_value(row, n, [&](int64_t i, float v) {
+        best = umax(best, device_selection_key(v / temperature, first + i));
+    });
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        best = umax(best, __shfl_xor_sync(0xFFFFFFFFU, best, offset));
+    }
+    if ((threadIdx.x & 31) == 0) reduce[threadIdx.x >> 5] = best;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int w = 1; w < kSpreadThreads / 32; ++w) best = umax(best, reduce[w]);
+        atomicMax(row_scratch(scratch, r, vocab).best, static_cast<unsigned long long>(best));
+    }
+}
+
+// Same grid as max_kernel. Appends every candidate of non-zero weight (key and weight) to the
+// row's list, in no particular order: nothing downstream depends on it (integer sums over keys).
+__global__ void __launch_bounds__(kSpreadThreads)
+    compact_kernel(const float* logits, int64_t vocab, int segments, const TokenChoice* choices,
+                   uint64_t* scratch) {
+    wait_for_previous_kernel();  // max_kernel's best key
+    allow_next_kernel();
+    const int64_t r = blockIdx.x / segments;
+    const float temperature = choices[r].temperature;
+    if (temperature <= 0.0F) return;
+    const RowScratch rs = row_scratch(scratch, r, vocab);
+    const float* row = logits + r * vocab;
+    const float best = row[token_of(*rs.best)] / temperature;
+    if (!isfinite(best)) return;  // select_kernel picks the best token itself
+    const int64_t first = (blockIdx.x % segments) * kSpreadValues;
+    const int64_t end = min(first + kSpreadValues, vocab);
+    const int lane = static_cast<int>(threadIdx.x & 31);
+    // The loop bound is warp-uniform: every lane reaches the ballot.
+    for (int64_t base = first + (threadIdx.x & ~31); base < end; base += kSpreadThreads) {
+        const int64_t i = base + lane;
+        const float s = i < end ? row[i] / temperature : 0.0F;
+        const uint64_t weight = i < end ? device_selection_weight(s, best) : 0;
+        const unsigned taking = __ballot_sync(0xFFFFFFFFU, weight != 0);
+        if (taking == 0) continue;
+        unsigned long long at = 0;
+        if (lane == 0) at = atomicAdd(rs.count, static_cast<unsigned long long>(__popc(taking)));
+        at = __shfl_sync(0xFFFFFFFFU, at, 0) + __popc(taking & ((1U << lane) - 1U));
+        if (weight != 0) {
+            rs.keys[at] = device_selection_key(s, i);
+            rs.weights[at] = weight;
+        }
+    }
+}
+
+// grid n_rows, kThreads threads. scratch: [n_rows, token_select_scratch_words(vocab)], filled
+// for the sampled rows by max_kernel and compact_kernel, or null (greedy rows only).
 __global__ void __launch_bounds__(kThreads)
-    token_select_kernel(const float* logits, int64_t vocab, const TokenChoice* choices,
-                        uint64_t* scratch, int32_t* tokens) {
+    select_kernel(const float* logits, int64_t vocab, const TokenChoice* choices,
+                  uint64_t* scratch, int32_t* tokens) {
     __shared__ SelectShared sh;
     extern __shared__ unsigned long long histograms[];  // kHistogramBytes
     wait_for_previous_kernel();
@@ -219,61 +308,51 @@ __global__ void __launch_bounds__(kThreads)
         if (threadIdx.x == 0) tokens[r] = -1;
         return;
     }
-    // The keys of the scaled logits, computed once (a division and a bit transform per value:
-    // the selects' passes were instruction-bound recomputing them).
-    uint64_t* keys = scratch + r * 2 * vocab;
-    uint64_t* w = keys + vocab;
-    const float temperature = choice.temperature;
-    uint64_t best_key = 0;
-    for_each_value(row, vocab, [&](int64_t i, float v) {
-        const uint64_t key = device_selection_key(v / temperature, i);
-        keys[i] = key;
-        best_key = umax(best_key, key);
-    });
-    best_key = block_reduce<false>(best_key, sh.reduce);  // also publishes keys to the block
-    const int32_t best_token = token_of(best_key);
-    const float best = row[best_token] / temperature;
+    const RowScratch rs = row_scratch(scratch, r, vocab);
+    const int32_t best_token = token_of(*rs.best);
+    const float best = row[best_token] / choice.temperature;
     if (!isfinite(best)) {  // +inf, or nothing finite: the first candidate
         if (threadIdx.x == 0) tokens[r] = best_token;
         return;
     }
-
-    // Top-k: the kept candidates are those with key ≥ the k-th largest key.
-    uint64_t kept_floor = 0;
-    if (choice.top_k > 0 && choice.top_k < vocab) {
-        kept_floor = select_by_mass(
-            vocab, 0, static_cast<uint64_t>(choice.top_k), keys,
-            [](int64_t) { return uint64_t{1}; }, sh, histograms);
-    }
-
-    uint64_t total = 0;
-    for_each_value(row, vocab, [&](int64_t i, float v) {
-        const uint64_t weight =
-            keys[i] >= kept_floor ? device_selection_weight(v / temperature, best) : 0;
-        w[i] = weight;
-        total += weight;
-    });
-    total = block_reduce<true>(total, sh.reduce);
+    // The list: the row's top-M keys (M ≥ 1: the best key weighs 2^40).
+    const auto m = static_cast<int64_t>(*rs.count);
+    const uint64_t* keys = rs.keys;
+    const uint64_t* w = rs.weights;
     const auto weight_of = [&](int64_t i) { return w[i]; };
 
+    // Top-k: the kept candidates are those with key ≥ the k-th largest key; with k ≥ M that cut
+    // lies below the list, which is then kept whole.
+    uint64_t kept_floor = 0;
+    if (choice.top_k > 0 && choice.top_k < m) {
+        kept_floor = select_by_mass(
+            m, 0, static_cast<uint64_t>(choice.top_k), keys, [](int64_t) { return uint64_t{1}; },
+            sh, histograms);
+    }
+    uint64_t total = 0;
+    for_each_value(keys, m, [&](int64_t i, uint64_t key) {
+        if (key >= kept_floor) total += w[i];
+    });
+    total = block_reduce<true>(total, sh.reduce);
+
     // Top-p: the nucleus is the kept candidates down to the one where the weight reaches the
-    // target. Writes to w above are visible: select_by_mass synchronizes before reading.
+    // target.
     uint64_t nucleus_floor = kept_floor;
     uint64_t nucleus_total = total;
     if (choice.top_p < 1.0F) {
-        nucleus_floor = select_by_mass(vocab, kept_floor, device_top_p_target(choice.top_p, total),
+        nucleus_floor = select_by_mass(m, kept_floor, device_top_p_target(choice.top_p, total),
                                        keys, weight_of, sh, histograms);
         uint64_t sum = 0;
-        for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) {
-            if (keys[i] >= nucleus_floor) sum += w[i];
-        }
+        for_each_value(keys, m, [&](int64_t i, uint64_t key) {
+            if (key >= nucleus_floor) sum += w[i];
+        });
         nucleus_total = block_reduce<true>(sum, sh.reduce);
     }
 
     // The draw: the first nucleus candidate whose cumulative weight exceeds d.
     const uint64_t draw = device_draw_threshold(choice.u, nucleus_total);
     const uint64_t picked =
-        select_by_mass(vocab, nucleus_floor, draw + 1, keys, weight_of, sh, histograms);
+        select_by_mass(m, nucleus_floor, draw + 1, keys, weight_of, sh, histograms);
     if (threadIdx.x == 0) tokens[r] = token_of(picked);
 }
 
@@ -291,15 +370,28 @@ void token_select(const float* logits, int64_t n_rows, int64_t vocab, const Toke
         throw_invalid("[token_select] null logits, choices or tokens");
     }
     static const bool configured = [] {
-        CHERENKOV_CUDA_CHECK(cudaFuncSetAttribute(token_select_kernel,
+        CHERENKOV_CUDA_CHECK(cudaFuncSetAttribute(select_kernel,
                                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                   static_cast<int>(kHistogramBytes)));
         return true;
     }();
     (void)configured;
-    launch_dependent(token_select_kernel, dim3(static_cast<unsigned>(n_rows)), dim3(kThreads),
-                     kHistogramBytes, static_cast<cudaStream_t>(stream), logits, vocab, choices,
-                     scratch, tokens);
+    const auto cs = static_cast<cudaStream_t>(stream);
+    if (scratch != nullptr) {
+        // Sampled rows' state (largest key, list length) starts at zero; greedy rows' is unused.
+        const size_t pitch = static_cast<size_t>(token_select_scratch_words(vocab)) * sizeof(uint64_t);
+        CHERENKOV_CUDA_CHECK(cudaMemset2DAsync(scratch, pitch, 0, kStateWords * sizeof(uint64_t),
+                                               static_cast<size_t>(n_rows), cs));
+        const auto segments = static_cast<int>((vocab + kSpreadValues - 1) / kSpreadValues);
+        const int64_t blocks = n_rows * segments;
+        if (blocks > INT32_MAX) throw_invalid("[token_select] too many rows for the row passes");
+        launch_dependent(max_kernel, dim3(static_cast<unsigned>(blocks)), dim3(kSpreadThreads), 0,
+                         cs, logits, vocab, segments, choices, scratch);
+        launch_dependent(compact_kernel, dim3(static_cast<unsigned>(blocks)),
+                         dim3(kSpreadThreads), 0, cs, logits, vocab, segments, choices, scratch);
+    }
+    launch_dependent(select_kernel, dim3(static_cast<unsigned>(n_rows)), dim3(kThreads),
+                     kHistogramBytes, cs, logits, vocab, choices, scratch, tokens);
 }
 
 }  // namespace cherenkov::engine::cuda

@@ -12,22 +12,24 @@
 
 namespace cherenkov::engine::cuda {
 
-// tokens[r] = TokenSelector::select(logits[r], choices[r]) for r < n_rows, one block per row.
-// Greedy rows are one key-max reduction and give exactly the host argmax. Sampled rows find the
-// top-k cut, the top-p cut and the draw as radix selects over selection_key with integer weights
-// (exact sums, so no summation order enters); they equal the host's pick whenever both sides'
-// float weights are equal, which fails only where the double exp of a scaled logit lies within
-// a double ulp of a float rounding point (token_selector.h).
+// tokens[r] = TokenSelector::select(logits[r], choices[r]) for r < n_rows. Greedy rows are one
+// key-max reduction per row and give exactly the host argmax. Sampled rows find the top-k cut,
+// the top-p cut and the draw as radix selects over selection_key with integer weights (exact
+// sums, so no summation order enters), on the candidates of non-zero weight that many blocks per
+// row first gather; they equal the host's pick whenever both sides' float weights are equal,
+// which fails only where the double exp of a scaled logit lies within a double ulp of a float
+// rounding point (token_selector.h).
 // logits: device float [n_rows, vocab], 1 ≤ vocab < 2^31; choices: device TokenChoice [n_rows];
-// scratch: device uint64 [n_rows, token_select_scratch_words(vocab)] (each row's selection keys
-// and weights), null only when every row is greedy (a sampled row then gets token -1);
-// tokens: device int32 [n_rows]. Asynchronous on `stream`.
+// scratch: device uint64 [n_rows, token_select_scratch_words(vocab)] (each row's largest key,
+// candidate count, keys and weights), null only when every row is greedy (a sampled row then gets
+// token -1); tokens: device int32 [n_rows]. Asynchronous on `stream`: a 2-D memset and three
+// kernels with scratch, one kernel without.
 void token_select(const float* logits, int64_t n_rows, int64_t vocab, const TokenChoice* choices,
                   uint64_t* scratch, int32_t* tokens, void* stream);
 
-// Scratch words token_select needs per sampled row.
+// Scratch words token_select needs per row when any row is sampled.
 constexpr int64_t token_select_scratch_words(int64_t vocab) {
-    return 2 * vocab;
+    return 2 + 2 * vocab;
 }
 
 }  // namespace cherenkov::engine::cuda

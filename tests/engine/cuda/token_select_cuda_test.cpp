@@ -1,8 +1,9 @@
 // GPU token selection (engine/cuda/token_select.cu) against the host definition
 // (engine/model/token_selector.h): argmax on random, tie-heavy, NaN, signed-zero and infinite rows
 // of the Qwen vocabulary (151,936) and of small odd sizes; sampling (temperature, top-k, top-p)
-// at fixed u equal to the host TokenSelector's pick. Skips without a device; in a build without
-// CUDA it checks that the call says so.
+// at fixed u, on those rows and on peaked ones (a short candidate list), equal to the host
+// TokenSelector's pick. Skips without a device; in a build without CUDA it checks that the call
+// says so.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -53,7 +54,19 @@ std::vector<int32_t> host_select(const std::vector<float>& logits, int64_t vocab
     return selector.select_rows(logits, static_cast<int64_t>(choices.size()), vocab, selection);
 }
 
-enum class RowKind { Random, TieHeavy, LastIsMax, NaNs, AllNaN, SignedZeros, Infinities, Flat };
+// Peaked: 64 random logits far above the rest, so only they weigh anything when sampling (the
+// device gathers a 64-candidate list, and top-k cuts fall on both sides of its end).
+enum class RowKind {
+    Random,
+    TieHeavy,
+    LastIsMax,
+    NaNs,
+    AllNaN,
+    SignedZeros,
+    Infinities,
+    Flat,
+    Peaked
+};
 
 void fill_row(float* row, int64_t vocab, RowKind kind, std::mt19937_64& rng) {
     std::normal_distribution<float> normal(0.0F, 4.0F);
@@ -64,11 +77,15 @@ void fill_row(float* row, int64_t vocab, RowKind kind, std::mt19937_64& rng) {
             case RowKind::AllNaN: row[i] = kNaN; break;
             case RowKind::SignedZeros: row[i] = (rng() & 1) != 0 ? -0.0F : -1.0F; break;
             case RowKind::Flat: row[i] = 0.25F; break;
+            case RowKind::Peaked: row[i] = normal(rng) - 200.0F; break;
             default: row[i] = normal(rng);
         }
     }
     const auto at = [&](int64_t i) { return static_cast<size_t>(i % vocab); };
     if (kind == RowKind::LastIsMax) row[vocab - 1] = 100.0F;
+    if (kind == RowKind::Peaked) {
+        for (int n = 0; n < 64; ++n) row[at(static_cast<int64_t>(rng() % 1000003))] = normal(rng);
+    }
     if (kind == RowKind::NaNs) {
         row[0] = kNaN;
         for (int n = 0; n < 50; ++n) row[at(static_cast<int64_t>(rng() % 1000003))] = kNaN;
@@ -117,7 +134,8 @@ TEST(CudaTokenSelect, SamplingEqualsTheHostSelectorForFixedU) {
     const std::vector<double> us = {0.0, 0.13, 0.5, 0.77, 0.999};
     for (const int64_t vocab : {kQwenVocab, int64_t{3}, int64_t{513}}) {
         for (const RowKind kind : {RowKind::Random, RowKind::TieHeavy, RowKind::NaNs,
-                                   RowKind::Infinities, RowKind::Flat}) {
+                                   RowKind::Infinities, RowKind::Flat, RowKind::Peaked,
+                                   RowKind::LastIsMax}) {
             std::vector<TokenChoice> choices;
             for (const float t : temperatures)
                 for (const int32_t k : top_ks)
