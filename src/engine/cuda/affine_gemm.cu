@@ -23,9 +23,9 @@
 
 #include "base/error.h"
 #include "engine/cuda/affine_gemm.h"
-#include "engine/cuda/expert_gemm.h"
 #include "engine/cuda/cuda_check.cuh"
 #include "engine/cuda/dependent_launch.cuh"
+#include "engine/cuda/expert_gemm.h"
 
 namespace cherenkov::engine::cuda {
 namespace {

@@ -61,7 +61,7 @@ struct Params {
     const uint8_t* codes;  // Dense: the matrix
     const uint16_t* scales;
     const uint16_t* biases;
-    int n_tokens;  // Dense: tokens (x rows) in the call
+    int n_tokens;       // Dense: tokens (x rows) in the call
     int rows;           // output rows of one matrix (GateUp: intermediate, Down: hidden)
     int n_groups;       // input columns / G
     const float* x;     // GateUp: mix [T, hidden]; Down: h [T·k, intermediate]

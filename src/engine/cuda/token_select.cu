@@ -286,8 +286,8 @@ __global__ void __launch_bounds__(kSpreadThreads)
 // grid n_rows, kThreads threads. scratch: [n_rows, token_select_scratch_words(vocab)], filled
 // for the sampled rows by max_kernel and compact_kernel, or null (greedy rows only).
 __global__ void __launch_bounds__(kThreads)
-    select_kernel(const float* logits, int64_t vocab, const TokenChoice* choices,
-                  uint64_t* scratch, int32_t* tokens) {
+    select_kernel(const float* logits, int64_t vocab, const TokenChoice* choices, uint64_t* scratch,
+                  int32_t* tokens) {
     __shared__ SelectShared sh;
     extern __shared__ unsigned long long histograms[];  // kHistogramBytes
     wait_for_previous_kernel();
@@ -379,7 +379,8 @@ void token_select(const float* logits, int64_t n_rows, int64_t vocab, const Toke
     const auto cs = static_cast<cudaStream_t>(stream);
     if (scratch != nullptr) {
         // Sampled rows' state (largest key, list length) starts at zero; greedy rows' is unused.
-        const size_t pitch = static_cast<size_t>(token_select_scratch_words(vocab)) * sizeof(uint64_t);
+        const size_t pitch =
+            static_cast<size_t>(token_select_scratch_words(vocab)) * sizeof(uint64_t);
         CHERENKOV_CUDA_CHECK(cudaMemset2DAsync(scratch, pitch, 0, kStateWords * sizeof(uint64_t),
                                                static_cast<size_t>(n_rows), cs));
         const auto segments = static_cast<int>((vocab + kSpreadValues - 1) / kSpreadValues);
@@ -387,8 +388,8 @@ void token_select(const float* logits, int64_t n_rows, int64_t vocab, const Toke
         if (blocks > INT32_MAX) throw_invalid("[token_select] too many rows for the row passes");
         launch_dependent(max_kernel, dim3(static_cast<unsigned>(blocks)), dim3(kSpreadThreads), 0,
                          cs, logits, vocab, segments, choices, scratch);
-        launch_dependent(compact_kernel, dim3(static_cast<unsigned>(blocks)),
-                         dim3(kSpreadThreads), 0, cs, logits, vocab, segments, choices, scratch);
+        launch_dependent(compact_kernel, dim3(static_cast<unsigned>(blocks)), dim3(kSpreadThreads),
+                         0, cs, logits, vocab, segments, choices, scratch);
     }
     launch_dependent(select_kernel, dim3(static_cast<unsigned>(n_rows)), dim3(kThreads),
                      kHistogramBytes, cs, logits, vocab, choices, scratch, tokens);

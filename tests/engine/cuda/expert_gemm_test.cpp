@@ -343,9 +343,9 @@ TEST_F(CudaExpertGemm, DenseFormMatchesCpuAndDoesNotDependOnTheTokenCount) {
         d_y.download(got.data(), got.size() * 4);
         EXPECT_EQ(std::memcmp(got.data(), all.data(), got.size() * 4), 0) << "n_rows=" << n;
     }
-    EXPECT_THROW(affine_gemm_tensor_cores(w, d_x.as<float>(), 640, kTokens, d_y.as<float>(), 299,
-                                          nullptr),
-                 Error);  // y_stride < rows
+    EXPECT_THROW(
+        affine_gemm_tensor_cores(w, d_x.as<float>(), 640, kTokens, d_y.as<float>(), 299, nullptr),
+        Error);  // y_stride < rows
 }
 
 TEST(CudaExpertGemmUnavailable, CallsSayBuiltWithoutCuda) {
@@ -359,8 +359,8 @@ TEST(CudaExpertGemmUnavailable, CallsSayBuiltWithoutCuda) {
     }
     EXPECT_THROW(expert_gemm_gate_up(ExpertGemmTiles{}, nullptr, 1, nullptr, nullptr), Error);
     EXPECT_FALSE(affine_gemm_tensor_cores_take(DeviceAffineMatrix{}, nullptr, 0));
-    EXPECT_THROW(
-        affine_gemm_tensor_cores(DeviceAffineMatrix{}, nullptr, 0, 1, nullptr, 0, nullptr), Error);
+    EXPECT_THROW(affine_gemm_tensor_cores(DeviceAffineMatrix{}, nullptr, 0, 1, nullptr, 0, nullptr),
+                 Error);
 }
 
 }  // namespace

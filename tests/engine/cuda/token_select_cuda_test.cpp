@@ -133,9 +133,9 @@ TEST(CudaTokenSelect, SamplingEqualsTheHostSelectorForFixedU) {
     const std::vector<float> top_ps = {1.0F, 0.9F, 0.5F, 1e-4F};
     const std::vector<double> us = {0.0, 0.13, 0.5, 0.77, 0.999};
     for (const int64_t vocab : {kQwenVocab, int64_t{3}, int64_t{513}}) {
-        for (const RowKind kind : {RowKind::Random, RowKind::TieHeavy, RowKind::NaNs,
-                                   RowKind::Infinities, RowKind::Flat, RowKind::Peaked,
-                                   RowKind::LastIsMax}) {
+        for (const RowKind kind :
+             {RowKind::Random, RowKind::TieHeavy, RowKind::NaNs, RowKind::Infinities, RowKind::Flat,
+              RowKind::Peaked, RowKind::LastIsMax}) {
             std::vector<TokenChoice> choices;
             for (const float t : temperatures)
                 for (const int32_t k : top_ks)
