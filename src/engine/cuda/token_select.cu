@@ -31,7 +31,7 @@ constexpr int kSpreadThreads = 256;
 constexpr int64_t kSpreadValues = 4096;
 // Per sampled row, ahead of its keys and weights: the largest key and the candidate count.
 constexpr int64_t kStateWords = 2;
-static_assert(token_select_scratch_words(1) == kStateWords + 2);
+static_assert(token_select_scratch_words(1) == kStateWords + 4);
 
 // selection_key (token_selector.h): NaN below -inf, -0 equal to +0, ties to the lower index.
 __device__ inline uint64_t device_selection_key(float value, int64_t index) {
@@ -121,19 +121,36 @@ struct SelectShared {
     uint64_t prefix;
     uint64_t remaining;
     unsigned count;
+    unsigned copied;  // candidates copied to the spare list
     uint64_t found;
 };
 
-// The largest key k among the keys ≥ floor such that the candidates with key ≥ k weigh at least
-// `target` (1 ≤ target ≤ the set's weight): the candidate where the cumulative weight, walked in
-// key order, first reaches the target. keys: the row's selection keys; mass(i) a candidate's
-// weight (1 for top-k counts), 0 for those that do not take part. Passes of 8 bits from the high
-// byte; bucket weights are integer atomics into per-warp histograms, added up per digit, so
-// exact. Once the chosen bucket holds one candidate, that candidate is the answer: one more pass
-// finds it instead of a pass per remaining byte.
-template <typename Mass>
-__device__ uint64_t select_by_mass(int64_t vocab, uint64_t floor, uint64_t target,
-                                   const uint64_t* keys, const Mass& mass, SelectShared& sh,
+// A select's candidates: keys[i] for i < n with key ≥ floor, weighing masses[i] (every one 1
+// when masses is null); those of zero mass do not take part.
+struct Candidates {
+    const uint64_t* keys;
+    const uint64_t* masses;
+    int64_t n;
+    uint64_t floor;
+
+    __device__ uint64_t mass(int64_t i) const { return masses == nullptr ? 1 : masses[i]; }
+};
+
+// Room for one copy of a select's candidates (as many keys and masses as the list holds).
+struct Spare {
+    uint64_t* keys;
+    uint64_t* masses;
+};
+
+// The largest key k among the candidates such that those with key ≥ k weigh at least `target`
+// (1 ≤ target ≤ their weight): the candidate where the cumulative weight, walked in key order,
+// first reaches the target. Passes of 8 bits from the high byte; bucket weights are integer
+// atomics into per-warp histograms, added up per digit, so exact. Once the chosen bucket holds
+// one candidate, that candidate is the answer: one more pass finds it instead of a pass per
+// remaining byte. Once it holds at most a quarter of the candidates, they are copied to `spare`
+// and the later passes walk the copy (a flat row's first passes keep most of the row; each pass
+// walked all of it again).
+__device__ uint64_t select_by_mass(Candidates c, uint64_t target, Spare spare, SelectShared& sh,
                                    unsigned long long* masses) {
     auto* counts = reinterpret_cast<unsigned*>(masses + kWarps * kDigits);
     unsigned long long* my_masses = masses + (threadIdx.x >> 5) * kDigits;
@@ -141,15 +158,16 @@ __device__ uint64_t select_by_mass(int64_t vocab, uint64_t floor, uint64_t targe
     uint64_t prefix = 0;
     uint64_t mask = 0;
     uint64_t remaining = target;
+    bool copied = false;
     for (int shift = 56; shift >= 0; shift -= 8) {
         for (int d = threadIdx.x; d < kWarps * kDigits; d += blockDim.x) {
             masses[d] = 0;
             counts[d] = 0;
         }
         __syncthreads();
-        for_each_value(keys, vocab, [&](int64_t i, uint64_t key) {
-            if (key < floor || (key & mask) != prefix) return;
-            const uint64_t m = mass(i);
+        for_each_value(c.keys, c.n, [&](int64_t i, uint64_t key) {
+            if (key < c.floor || (key & mask) != prefix) return;
+            const uint64_t m = c.mass(i);
             if (m == 0) return;
             const auto digit = static_cast<uint32_t>((key >> shift) & 0xFF);
             atomicAdd(&my_masses[digit], static_cast<unsigned long long>(m));
@@ -175,6 +193,7 @@ __device__ uint64_t select_by_mass(int64_t vocab, uint64_t floor, uint64_t targe
             sh.prefix = prefix | (static_cast<uint64_t>(digit) << shift);
             sh.remaining = remaining - above;
             sh.count = counts[digit];
+            sh.copied = 0;
         }
         __syncthreads();
         prefix = sh.prefix;
@@ -182,12 +201,25 @@ __device__ uint64_t select_by_mass(int64_t vocab, uint64_t floor, uint64_t targe
         mask |= uint64_t{0xFF} << shift;
         if (sh.count == 1 && shift > 0) {
             // The bucket's one candidate: the later passes would walk down to its key.
-            for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) {
-                const uint64_t key = keys[i];
-                if (key >= floor && (key & mask) == prefix && mass(i) != 0) sh.found = key;
+            for (int64_t i = threadIdx.x; i < c.n; i += blockDim.x) {
+                const uint64_t key = c.keys[i];
+                if (key >= c.floor && (key & mask) == prefix && c.mass(i) != 0) sh.found = key;
             }
             __syncthreads();
             return sh.found;
+        }
+        if (!copied && shift > 0 && int64_t{sh.count} * 4 <= c.n) {
+            for_each_value(c.keys, c.n, [&](int64_t i, uint64_t key) {
+                if (key < c.floor || (key & mask) != prefix) return;
+                const uint64_t m = c.mass(i);
+                if (m == 0) return;
+                const unsigned at = atomicAdd(&sh.copied, 1U);
+                spare.keys[at] = key;
+                spare.masses[at] = m;
+            });
+            __syncthreads();  // the copy (global memory, this block only) and sh.copied
+            c = Candidates{spare.keys, spare.masses, sh.copied, 0};
+            copied = true;
         }
     }
     return prefix;
@@ -204,19 +236,22 @@ __device__ inline uint64_t device_draw_threshold(double u, uint64_t total) {
     return umin(draw, total - 1);
 }
 
-// A sampled row's scratch: [state (kStateWords), keys (vocab), weights (vocab)].
+// A sampled row's scratch: [state (kStateWords), keys, weights, spare keys, spare masses], the
+// last four vocab words each.
 struct RowScratch {
     unsigned long long* best;   // the row's largest key (atomicMax)
     unsigned long long* count;  // candidates in the list (atomicAdd)
     uint64_t* keys;
     uint64_t* weights;
+    Spare spare;  // a select's candidates, once few enough to copy
 };
 
 __device__ inline RowScratch row_scratch(uint64_t* scratch, int64_t row, int64_t vocab) {
-    uint64_t* base = scratch + row * (kStateWords + 2 * vocab);
+    uint64_t* base = scratch + row * (kStateWords + 4 * vocab);
+    uint64_t* lists = base + kStateWords;
     return RowScratch{reinterpret_cast<unsigned long long*>(base),
-                      reinterpret_cast<unsigned long long*>(base + 1), base + kStateWords,
-                      base + kStateWords + vocab};
+                      reinterpret_cast<unsigned long long*>(base + 1), lists, lists + vocab,
+                      Spare{lists + 2 * vocab, lists + 3 * vocab}};
 }
 
 // grid n_rows · segments (block b: row b ÷ segments, values [kSpreadValues·(b mod segments), …)),
@@ -319,15 +354,13 @@ __global__ void __launch_bounds__(kThreads)
     const auto m = static_cast<int64_t>(*rs.count);
     const uint64_t* keys = rs.keys;
     const uint64_t* w = rs.weights;
-    const auto weight_of = [&](int64_t i) { return w[i]; };
 
     // Top-k: the kept candidates are those with key ≥ the k-th largest key; with k ≥ M that cut
     // lies below the list, which is then kept whole.
     uint64_t kept_floor = 0;
     if (choice.top_k > 0 && choice.top_k < m) {
-        kept_floor = select_by_mass(
-            m, 0, static_cast<uint64_t>(choice.top_k), keys, [](int64_t) { return uint64_t{1}; },
-            sh, histograms);
+        kept_floor = select_by_mass(Candidates{keys, nullptr, m, 0},
+                                    static_cast<uint64_t>(choice.top_k), rs.spare, sh, histograms);
     }
     uint64_t total = 0;
     for_each_value(keys, m, [&](int64_t i, uint64_t key) {
@@ -340,8 +373,9 @@ __global__ void __launch_bounds__(kThreads)
     uint64_t nucleus_floor = kept_floor;
     uint64_t nucleus_total = total;
     if (choice.top_p < 1.0F) {
-        nucleus_floor = select_by_mass(m, kept_floor, device_top_p_target(choice.top_p, total),
-                                       keys, weight_of, sh, histograms);
+        nucleus_floor = select_by_mass(Candidates{keys, w, m, kept_floor},
+                                       device_top_p_target(choice.top_p, total), rs.spare, sh,
+                                       histograms);
         uint64_t sum = 0;
         for_each_value(keys, m, [&](int64_t i, uint64_t key) {
             if (key >= nucleus_floor) sum += w[i];
@@ -351,8 +385,8 @@ __global__ void __launch_bounds__(kThreads)
 
     // The draw: the first nucleus candidate whose cumulative weight exceeds d.
     const uint64_t draw = device_draw_threshold(choice.u, nucleus_total);
-    const uint64_t picked =
-        select_by_mass(m, nucleus_floor, draw + 1, keys, weight_of, sh, histograms);
+    const uint64_t picked = select_by_mass(Candidates{keys, w, m, nucleus_floor}, draw + 1,
+                                           rs.spare, sh, histograms);
     if (threadIdx.x == 0) tokens[r] = token_of(picked);
 }
 

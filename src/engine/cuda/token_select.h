@@ -21,7 +21,8 @@ namespace cherenkov::engine::cuda {
 // rounding point (token_selector.h).
 // logits: device float [n_rows, vocab], 1 ≤ vocab < 2^31; choices: device TokenChoice [n_rows];
 // scratch: device uint64 [n_rows, token_select_scratch_words(vocab)] (each row's largest key,
-// candidate count, keys and weights), null only when every row is greedy (a sampled row then gets
+// candidate count, keys and weights, and room for a select's copy of them), null only when every
+// row is greedy (a sampled row then gets
 // token -1); tokens: device int32 [n_rows]. Asynchronous on `stream`: a 2-D memset and three
 // kernels with scratch, one kernel without.
 void token_select(const float* logits, int64_t n_rows, int64_t vocab, const TokenChoice* choices,
@@ -29,7 +30,7 @@ void token_select(const float* logits, int64_t n_rows, int64_t vocab, const Toke
 
 // Scratch words token_select needs per row when any row is sampled.
 constexpr int64_t token_select_scratch_words(int64_t vocab) {
-    return 2 + 2 * vocab;
+    return 2 + 4 * vocab;
 }
 
 }  // namespace cherenkov::engine::cuda
