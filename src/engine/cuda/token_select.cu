@@ -142,22 +142,25 @@ struct Spare {
     uint64_t* masses;
 };
 
-// The largest key k among the candidates such that those with key ≥ k weigh at least `target`
-// (1 ≤ target ≤ their weight): the candidate where the cumulative weight, walked in key order,
-// first reaches the target. Passes of 8 bits from the high byte; bucket weights are integer
+// The largest key k among the candidates such that those with key ≥ k weigh at least
+// target_of(total), total the candidates' weight (1 ≤ target ≤ total): the candidate where the
+// cumulative weight, walked in key order, first reaches the target. The first pass's histogram
+// gives the total, so a target that depends on it (top-p, the draw) costs no walk of its own.
+// Passes of 8 bits from the high byte; bucket weights are integer
 // atomics into per-warp histograms, added up per digit, so exact. Once the chosen bucket holds
 // one candidate, that candidate is the answer: one more pass finds it instead of a pass per
 // remaining byte. Once it holds at most a quarter of the candidates, they are copied to `spare`
 // and the later passes walk the copy (a flat row's first passes keep most of the row; each pass
 // walked all of it again).
-__device__ uint64_t select_by_mass(Candidates c, uint64_t target, Spare spare, SelectShared& sh,
-                                   unsigned long long* masses) {
+template <typename TargetOf>
+__device__ uint64_t select_by_mass(Candidates c, const TargetOf& target_of, Spare spare,
+                                   SelectShared& sh, unsigned long long* masses) {
     auto* counts = reinterpret_cast<unsigned*>(masses + kWarps * kDigits);
     unsigned long long* my_masses = masses + (threadIdx.x >> 5) * kDigits;
     unsigned* my_counts = counts + (threadIdx.x >> 5) * kDigits;
     uint64_t prefix = 0;
     uint64_t mask = 0;
-    uint64_t remaining = target;
+    uint64_t remaining = 0;  // set from the first pass's total
     bool copied = false;
     for (int shift = 56; shift >= 0; shift -= 8) {
         for (int d = threadIdx.x; d < kWarps * kDigits; d += blockDim.x) {
@@ -187,6 +190,11 @@ __device__ uint64_t select_by_mass(Candidates c, uint64_t target, Spare spare, S
         }
         __syncthreads();
         if (threadIdx.x == 0) {
+            if (shift == 56) {
+                uint64_t total = 0;
+                for (int d = 0; d < kDigits; ++d) total += masses[d];
+                remaining = target_of(total);
+            }
             uint64_t above = 0;  // weight of the matching keys with a larger digit
             int digit = 255;
             while (digit > 0 && above + masses[digit] < remaining) above += masses[digit--];
@@ -359,34 +367,29 @@ __global__ void __launch_bounds__(kThreads)
     // lies below the list, which is then kept whole.
     uint64_t kept_floor = 0;
     if (choice.top_k > 0 && choice.top_k < m) {
-        kept_floor = select_by_mass(Candidates{keys, nullptr, m, 0},
-                                    static_cast<uint64_t>(choice.top_k), rs.spare, sh, histograms);
+        const auto k = static_cast<uint64_t>(choice.top_k);
+        kept_floor = select_by_mass(
+            Candidates{keys, nullptr, m, 0}, [k](uint64_t) { return k; }, rs.spare, sh, histograms);
     }
-    uint64_t total = 0;
-    for_each_value(keys, m, [&](int64_t i, uint64_t key) {
-        if (key >= kept_floor) total += w[i];
-    });
-    total = block_reduce<true>(total, sh.reduce);
 
-    // Top-p: the nucleus is the kept candidates down to the one where the weight reaches the
-    // target.
+    // Top-p: the nucleus is the kept candidates down to the one where the weight reaches
+    // ceil(top_p · their weight).
     uint64_t nucleus_floor = kept_floor;
-    uint64_t nucleus_total = total;
     if (choice.top_p < 1.0F) {
-        nucleus_floor = select_by_mass(Candidates{keys, w, m, kept_floor},
-                                       device_top_p_target(choice.top_p, total), rs.spare, sh,
-                                       histograms);
-        uint64_t sum = 0;
-        for_each_value(keys, m, [&](int64_t i, uint64_t key) {
-            if (key >= nucleus_floor) sum += w[i];
-        });
-        nucleus_total = block_reduce<true>(sum, sh.reduce);
+        const float top_p = choice.top_p;
+        nucleus_floor = select_by_mass(
+            Candidates{keys, w, m, kept_floor},
+            [top_p](uint64_t total) { return device_top_p_target(top_p, total); }, rs.spare, sh,
+            histograms);
     }
 
-    // The draw: the first nucleus candidate whose cumulative weight exceeds d.
-    const uint64_t draw = device_draw_threshold(choice.u, nucleus_total);
-    const uint64_t picked = select_by_mass(Candidates{keys, w, m, nucleus_floor}, draw + 1,
-                                           rs.spare, sh, histograms);
+    // The draw: the first nucleus candidate whose cumulative weight exceeds d = ⌊u · the
+    // nucleus weight⌋.
+    const double u = choice.u;
+    const uint64_t picked = select_by_mass(
+        Candidates{keys, w, m, nucleus_floor},
+        [u](uint64_t total) { return device_draw_threshold(u, total) + 1; }, rs.spare, sh,
+        histograms);
     if (threadIdx.x == 0) tokens[r] = token_of(picked);
 }
 
