@@ -8,8 +8,9 @@
 // selects on that list (select_kernel). The compaction loses nothing: weights are monotone in
 // the key, so the list is the row's top-M keys, and every select but top-k ignores zero weights
 // (top-k's cut with k ≥ M keeps the whole list, as the full row would). One block per row over
-// the whole row took 183-192 µs at vocab 32768 (instruction-bound, ~20 passes over the row).
-// Passes load kBatch values per thread before using any. Each kernel waits for the previous one
+// the whole row took 298 µs for a confident row at vocab 151936 (top-p), now 28
+// (bench/token_select_cuda_bench; docs/cuda-backend.md has the table). Passes load kBatch values
+// per thread before using any. Each kernel waits for the previous one
 // before touching memory and is launched with launch_dependent (dependent_launch.cuh).
 #include <cuda_runtime.h>
 
