@@ -67,23 +67,20 @@ __device__ inline uint64_t device_selection_weight(float s, float best) {
     return static_cast<uint64_t>(weight * 0x1p40F);
 }
 
-// Block-wide max or sum of one value per thread; every thread gets the result. `shared` holds
-// kWarps words. Integer operations, so the result does not depend on the reduction order.
-template <bool Sum>
-__device__ uint64_t block_reduce(uint64_t value, uint64_t* shared) {
+// Block-wide max of one value per thread, for any block of whole warps; every thread gets the
+// result. `shared` holds a word per warp.
+__device__ uint64_t block_max(uint64_t value, uint64_t* shared) {
     for (int offset = 16; offset > 0; offset >>= 1) {
-        const uint64_t other = __shfl_xor_sync(0xFFFFFFFFU, value, offset);
-        value = Sum ? value + other : (other > value ? other : value);
+        value = umax(value, __shfl_xor_sync(0xFFFFFFFFU, value, offset));
     }
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
     __syncthreads();  // `shared` may still be read from the previous reduction
     if (lane == 0) shared[warp] = value;
     __syncthreads();
-    value = lane < kWarps ? shared[lane] : 0;
+    value = lane < static_cast<int>(blockDim.x >> 5) ? shared[lane] : 0;
     for (int offset = 16; offset > 0; offset >>= 1) {
-        const uint64_t other = __shfl_xor_sync(0xFFFFFFFFU, value, offset);
-        value = Sum ? value + other : (other > value ? other : value);
+        value = umax(value, __shfl_xor_sync(0xFFFFFFFFU, value, offset));
     }
     return value;
 }
@@ -282,13 +279,8 @@ __global__ void __launch_bounds__(kSpreadThreads)
     for_each_value(row, n, [&](int64_t i, float v) {
         best = umax(best, device_selection_key(v / temperature, first + i));
     });
-    for (int offset = 16; offset > 0; offset >>= 1) {
-        best = umax(best, __shfl_xor_sync(0xFFFFFFFFU, best, offset));
-    }
-    if ((threadIdx.x & 31) == 0) reduce[threadIdx.x >> 5] = best;
-    __syncthreads();
+    best = block_max(best, reduce);
     if (threadIdx.x == 0) {
-        for (int w = 1; w < kSpreadThreads / 32; ++w) best = umax(best, reduce[w]);
         atomicMax(row_scratch(scratch, r, vocab).best, static_cast<unsigned long long>(best));
     }
 }
@@ -344,7 +336,7 @@ __global__ void __launch_bounds__(kThreads)
         uint64_t best = 0;
         for_each_value(row, vocab,
                        [&](int64_t i, float v) { best = umax(best, device_selection_key(v, i)); });
-        best = block_reduce<false>(best, sh.reduce);
+        best = block_max(best, sh.reduce);
         if (threadIdx.x == 0) tokens[r] = token_of(best);
         return;
     }
