@@ -48,11 +48,12 @@ struct GemvParams {
     const uint16_t* scales;
     const uint16_t* biases;
     const ExpertAddress* table;
-    int rows;         // output rows of one matrix
-    int n_pieces;     // cols / 32
-    int group_shift;  // log2(group_size / 32)
-    int lanes;        // lanes per sub-warp (L)
-    const float* x;   // [n_rows, x_stride] (GateUp: shared; Down: + e·x_expert_stride)
+    const int* n_in_use;  // GateUp/Down: table entries to compute (device), or null: all
+    int rows;             // output rows of one matrix
+    int n_pieces;         // cols / 32
+    int group_shift;      // log2(group_size / 32)
+    int lanes;            // lanes per sub-warp (L)
+    const float* x;       // [n_rows, x_stride] (GateUp: shared; Down: + e·x_expert_stride)
     size_t x_stride;
     size_t x_expert_stride;
     float* y;  // [n_rows, y_stride] (+ e·y_expert_stride)
@@ -301,6 +302,14 @@ __global__ void __launch_bounds__(kThreads) affine_gemv_kernel(const GemvParams 
     // Down reads the table gate/up already read (its writer finished before gate/up let this
     // launch start), and weights never change: their loads start before the wait.
     if constexpr (M == Mode::GateUp) wait_for_previous_kernel();
+    // Entries past the count may hold anything (down reads the count as it reads the table).
+    // Every block waits before it ends, so that this grid's end implies the previous one's.
+    if constexpr (M != Mode::Dense) {
+        if (p.n_in_use != nullptr && static_cast<int>(blockIdx.y) >= *p.n_in_use) {
+            if constexpr (M == Mode::Down) wait_for_previous_kernel();
+            return;
+        }
+    }
     const uint8_t* base_codes = p.codes;
     const uint16_t* base_scales = p.scales;
     const uint16_t* base_biases = p.biases;
@@ -571,24 +580,27 @@ size_t affine_experts_scratch_floats(const ExpertShape& shape, int n_experts, in
 namespace {
 
 // The gate/up launch (h[e][t] = silu(gate_e·x_t) ⊙ up_e·x_t) and the down launch
-// (part[e][t] = down_e·h[e][t]) over an address table of n_experts ≥ 1 experts.
+// (part[e][t] = down_e·h[e][t]) over an address table of n_experts ≥ 1 experts (of which the
+// first *n_in_use when n_in_use is not null).
 void queue_expert_parts(const ExpertShape& shape, const ExpertAddress* table, int n_experts,
-                        const float* x, int n_rows, float* h, float* part, cudaStream_t cs) {
+                        const float* x, int n_rows, float* h, float* part, cudaStream_t cs,
+                        const int* n_in_use = nullptr) {
     const auto hidden = static_cast<size_t>(shape.hidden);
     const auto inter = static_cast<size_t>(shape.intermediate);
     if (bulk_experts_take(shape, n_rows)) {
-        bulk_experts_gate_up(shape, table, n_experts, x, n_rows, h, cs);
-        bulk_experts_down(shape, table, n_experts, h, n_rows, part, cs);
+        bulk_experts_gate_up(shape, table, n_experts, x, n_rows, h, cs, n_in_use);
+        bulk_experts_down(shape, table, n_experts, h, n_rows, part, cs, n_in_use);
         return;
     }
     if (mma_gemv_takes(shape.bits, shape.group_size, shape.hidden, n_rows) &&
         mma_gemv_takes(shape.bits, shape.group_size, shape.intermediate, n_rows)) {
-        mma_experts_gate_up(shape, table, n_experts, x, n_rows, h, cs);
-        mma_experts_down(shape, table, n_experts, h, n_rows, part, cs);
+        mma_experts_gate_up(shape, table, n_experts, x, n_rows, h, cs, n_in_use);
+        mma_experts_down(shape, table, n_experts, h, n_rows, part, cs, n_in_use);
         return;
     }
     GemvParams gate_up{};
     gate_up.table = table;
+    gate_up.n_in_use = n_in_use;
     gate_up.rows = static_cast<int>(inter);
     gate_up.n_pieces = static_cast<int>(hidden / kPieceCols);
     gate_up.group_shift = group_shift_for(shape.group_size);
@@ -605,6 +617,7 @@ void queue_expert_parts(const ExpertShape& shape, const ExpertAddress* table, in
 
     GemvParams down{};
     down.table = table;
+    down.n_in_use = n_in_use;
     down.rows = static_cast<int>(hidden);
     down.n_pieces = static_cast<int>(inter / kPieceCols);
     down.group_shift = group_shift_for(shape.group_size);
@@ -655,7 +668,7 @@ void affine_experts_swiglu(const ExpertShape& shape, const ExpertAddress* table,
 
 void affine_experts_swiglu_parts(const ExpertShape& shape, const ExpertAddress* table,
                                  int n_experts, const float* x, int n_rows, float* h_scratch,
-                                 float* parts, void* stream) {
+                                 float* parts, void* stream, const int* n_in_use) {
     check_shape("affine_experts_swiglu_parts", shape.intermediate, shape.hidden, shape.bits,
                 shape.group_size);
     check_shape("affine_experts_swiglu_parts", shape.hidden, shape.intermediate, shape.bits,
@@ -672,7 +685,7 @@ void affine_experts_swiglu_parts(const ExpertShape& shape, const ExpertAddress* 
         throw_invalid("[affine_experts_swiglu_parts] x and h_scratch must be 16-byte aligned");
     }
     queue_expert_parts(shape, table, n_experts, x, n_rows, h_scratch, parts,
-                       static_cast<cudaStream_t>(stream));
+                       static_cast<cudaStream_t>(stream), n_in_use);
 }
 
 }  // namespace cherenkov::engine::cuda

@@ -79,9 +79,11 @@ void affine_experts_swiglu(const ExpertShape& shape, const ExpertAddress* table,
 // table: device ExpertAddress [n_experts]; x: device float [n_rows, hidden], 16-byte aligned;
 // h_scratch: device float [n_experts, n_rows, intermediate], 16-byte aligned;
 // parts: device float [n_experts, n_rows, hidden]. Each output depends only on its expert's
-// weights and its row, summed in an order fixed by the shape.
+// weights and its row, summed in an order fixed by the shape. n_in_use: null, or a device int
+// written by an earlier kernel on `stream` (with the table): only entries [0, *n_in_use) are
+// computed, n_experts being the table's capacity; the rest of h_scratch and parts is untouched.
 void affine_experts_swiglu_parts(const ExpertShape& shape, const ExpertAddress* table,
                                  int n_experts, const float* x, int n_rows, float* h_scratch,
-                                 float* parts, void* stream);
+                                 float* parts, void* stream, const int* n_in_use = nullptr);
 
 }  // namespace cherenkov::engine::cuda

@@ -58,7 +58,8 @@ struct Params {
     const uint16_t* scales;
     const uint16_t* biases;
     const ExpertAddress* table;
-    int rows;  // output rows of one matrix
+    const int* n_in_use;  // GateUp/Down: table entries to compute (device), or null: all
+    int rows;             // output rows of one matrix
     int n_groups;
     int k_split;
     int groups_per_part;
@@ -190,6 +191,14 @@ __global__ void __launch_bounds__(kThreads, 2) bulk_gemv_kernel(const Params p) 
     // Down reads the table gate/up already read (its writer finished before gate/up let this
     // launch start), and dense weights never change: their copies start before the wait.
     if constexpr (M == Mode::GateUp) wait_for_previous_kernel();
+    // Entries past the count may hold anything (down reads the count as it reads the table).
+    // Every block waits before it ends, so that this grid's end implies the previous one's.
+    if constexpr (M != Mode::Dense) {
+        if (p.n_in_use != nullptr && static_cast<int>(blockIdx.y) >= *p.n_in_use) {
+            if constexpr (M == Mode::Down) wait_for_previous_kernel();
+            return;
+        }
+    }
     issue_copies<G, Bits, M>(p, smem, row0, valid, param_skip);
     if constexpr (M != Mode::GateUp) wait_for_previous_kernel();
     allow_next_kernel();
@@ -442,10 +451,11 @@ void bulk_gemv_dense(const DeviceAffineMatrix& w, const float* x, size_t x_strid
 }
 
 void bulk_experts_gate_up(const ExpertShape& shape, const ExpertAddress* table, int n_experts,
-                          const float* x, int n_rows, float* h, void* stream) {
+                          const float* x, int n_rows, float* h, void* stream, const int* n_in_use) {
     Plan plan = checked_plan(Mode::GateUp, shape.bits, shape.group_size, shape.intermediate,
                              shape.hidden, n_rows, "bulk_experts_gate_up");
     plan.p.table = table;
+    plan.p.n_in_use = n_in_use;
     plan.p.x = x;
     plan.p.x_stride = static_cast<size_t>(shape.hidden);
     plan.p.y = h;
@@ -456,10 +466,12 @@ void bulk_experts_gate_up(const ExpertShape& shape, const ExpertAddress* table, 
 }
 
 void bulk_experts_down(const ExpertShape& shape, const ExpertAddress* table, int n_experts,
-                       const float* h, int n_rows, float* parts, void* stream) {
+                       const float* h, int n_rows, float* parts, void* stream,
+                       const int* n_in_use) {
     Plan plan = checked_plan(Mode::Down, shape.bits, shape.group_size, shape.hidden,
                              shape.intermediate, n_rows, "bulk_experts_down");
     plan.p.table = table;
+    plan.p.n_in_use = n_in_use;
     plan.p.x = h;
     plan.p.x_stride = static_cast<size_t>(shape.intermediate);
     plan.p.x_expert_stride = static_cast<size_t>(n_rows) * plan.p.x_stride;

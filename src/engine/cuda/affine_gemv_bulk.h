@@ -30,14 +30,17 @@ bool bulk_experts_take(const ExpertShape& shape, int n_rows);
 void bulk_gemv_dense(const DeviceAffineMatrix& w, const float* x, size_t x_stride, int n_rows,
                      float* y, size_t y_stride, void* stream);
 
-// h[e][t] = silu(gate_e·x_t) ⊙ (up_e·x_t) for every e < n_experts, t < n_rows.
+// h[e][t] = silu(gate_e·x_t) ⊙ (up_e·x_t) for every e < n_experts, t < n_rows. n_in_use (device
+// int, or null): only entries below *n_in_use are computed (a table filled by an earlier kernel).
 // x: [n_rows, hidden]; h: [n_experts, n_rows, intermediate].
 void bulk_experts_gate_up(const ExpertShape& shape, const ExpertAddress* table, int n_experts,
-                          const float* x, int n_rows, float* h, void* stream);
+                          const float* x, int n_rows, float* h, void* stream,
+                          const int* n_in_use = nullptr);
 
 // parts[e][t] = down_e·h[e][t]. h: [n_experts, n_rows, intermediate];
 // parts: [n_experts, n_rows, hidden].
 void bulk_experts_down(const ExpertShape& shape, const ExpertAddress* table, int n_experts,
-                       const float* h, int n_rows, float* parts, void* stream);
+                       const float* h, int n_rows, float* parts, void* stream,
+                       const int* n_in_use = nullptr);
 
 }  // namespace cherenkov::engine::cuda

@@ -17,12 +17,12 @@ void bulk_gemv_dense(const DeviceAffineMatrix&, const float*, size_t, int, float
 }
 
 void bulk_experts_gate_up(const ExpertShape&, const ExpertAddress*, int, const float*, int, float*,
-                          void*) {
+                          void*, const int*) {
     throw_unsupported("[bulk_experts_gate_up] built without CUDA");
 }
 
 void bulk_experts_down(const ExpertShape&, const ExpertAddress*, int, const float*, int, float*,
-                       void*) {
+                       void*, const int*) {
     throw_unsupported("[bulk_experts_down] built without CUDA");
 }
 

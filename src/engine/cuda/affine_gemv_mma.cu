@@ -65,6 +65,7 @@ struct Params {
     const uint16_t* scales;
     const uint16_t* biases;
     const ExpertAddress* table;
+    const int* n_in_use;  // GateUp/Down: table entries to compute (device), or null: all
     int rows;             // output rows of one matrix
     int n_groups;         // cols / G
     int k_split;          // warps adding partial sums of one tile set (1, 2 or 4)
@@ -105,6 +106,14 @@ __global__ void __launch_bounds__(kThreads, 4) mma_gemv_kernel(const Params p) {
     // Down reads the table gate/up already read (its writer finished before gate/up let this
     // launch start), and weights never change: their loads start before the wait.
     if constexpr (M == Mode::GateUp) wait_for_previous_kernel();
+    // Entries past the count may hold anything (down reads the count as it reads the table).
+    // Every block waits before it ends, so that this grid's end implies the previous one's.
+    if constexpr (M != Mode::Dense) {
+        if (p.n_in_use != nullptr && e >= *p.n_in_use) {
+            if constexpr (M == Mode::Down) wait_for_previous_kernel();
+            return;
+        }
+    }
     const float* x = p.x;
     float* y = p.y;
     if constexpr (M == Mode::Down) x += e * p.x_expert_stride;
@@ -276,9 +285,10 @@ void mma_gemv_dense(const DeviceAffineMatrix& w, const float* x, size_t x_stride
 }
 
 void mma_experts_gate_up(const ExpertShape& shape, const ExpertAddress* table, int n_experts,
-                         const float* x, int n_rows, float* h, void* stream) {
+                         const float* x, int n_rows, float* h, void* stream, const int* n_in_use) {
     Params p = base_params(static_cast<int>(shape.intermediate), shape.hidden, shape.group_size);
     p.table = table;
+    p.n_in_use = n_in_use;
     p.x = x;
     p.x_stride = static_cast<size_t>(shape.hidden);
     p.y = h;
@@ -291,9 +301,10 @@ void mma_experts_gate_up(const ExpertShape& shape, const ExpertAddress* table, i
 }
 
 void mma_experts_down(const ExpertShape& shape, const ExpertAddress* table, int n_experts,
-                      const float* h, int n_rows, float* parts, void* stream) {
+                      const float* h, int n_rows, float* parts, void* stream, const int* n_in_use) {
     Params p = base_params(static_cast<int>(shape.hidden), shape.intermediate, shape.group_size);
     p.table = table;
+    p.n_in_use = n_in_use;
     p.x = h;
     p.x_stride = static_cast<size_t>(shape.intermediate);
     p.x_expert_stride = static_cast<size_t>(n_rows) * p.x_stride;

@@ -25,15 +25,18 @@ bool mma_gemv_takes(int bits, int group_size, int64_t cols, int n_rows);
 void mma_gemv_dense(const DeviceAffineMatrix& w, const float* x, size_t x_stride, int n_rows,
                     float* y, size_t y_stride, void* stream);
 
-// h[e][t] = silu(gate_e·x_t) ⊙ (up_e·x_t) for every e < n_experts, t < n_rows.
+// h[e][t] = silu(gate_e·x_t) ⊙ (up_e·x_t) for every e < n_experts, t < n_rows. n_in_use (device
+// int, or null): only entries below *n_in_use are computed (a table filled by an earlier kernel).
 // x: [n_rows, hidden]; h: [n_experts, n_rows, intermediate].
 void mma_experts_gate_up(const ExpertShape& shape, const ExpertAddress* table, int n_experts,
-                         const float* x, int n_rows, float* h, void* stream);
+                         const float* x, int n_rows, float* h, void* stream,
+                         const int* n_in_use = nullptr);
 
 // parts[e][t] = down_e·h[e][t]. h: [n_experts, n_rows, intermediate];
 // parts: [n_experts, n_rows, hidden]. Queue it right behind the mma_experts_gate_up call with the
 // same table: it reads the table before waiting for that kernel (dependent_launch.cuh).
 void mma_experts_down(const ExpertShape& shape, const ExpertAddress* table, int n_experts,
-                      const float* h, int n_rows, float* parts, void* stream);
+                      const float* h, int n_rows, float* parts, void* stream,
+                      const int* n_in_use = nullptr);
 
 }  // namespace cherenkov::engine::cuda

@@ -13,12 +13,12 @@ void mma_gemv_dense(const DeviceAffineMatrix&, const float*, size_t, int, float*
 }
 
 void mma_experts_gate_up(const ExpertShape&, const ExpertAddress*, int, const float*, int, float*,
-                         void*) {
+                         void*, const int*) {
     throw_unsupported("[mma_experts_gate_up] built without CUDA");
 }
 
 void mma_experts_down(const ExpertShape&, const ExpertAddress*, int, const float*, int, float*,
-                      void*) {
+                      void*, const int*) {
     throw_unsupported("[mma_experts_down] built without CUDA");
 }
 

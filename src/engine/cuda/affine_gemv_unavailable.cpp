@@ -23,7 +23,7 @@ void affine_experts_swiglu(const ExpertShape&, const ExpertAddress*, const float
 }
 
 void affine_experts_swiglu_parts(const ExpertShape&, const ExpertAddress*, int, const float*, int,
-                                 float*, float*, void*) {
+                                 float*, float*, void*, const int*) {
     throw_unsupported("[affine_experts_swiglu_parts] built without CUDA");
 }
 

@@ -293,6 +293,7 @@ private:
         const void* staging;
         const void* arena;
         uint64_t arena_generation;
+        const void* moe_addresses;  // the layer's addresses when routed on the device, else null
         auto operator<=>(const SegmentKey&) const = default;
     };
     static constexpr size_t kMaxGraphs = 4096;
@@ -322,11 +323,13 @@ private:
     DeviceArena call_arena_;   // a call's temporaries outside the layers
     DeviceArena layer_arena_;  // one layer's temporaries, reset per layer
     bool graphs_enabled_ = true;
+    bool device_routing_ = true;  // CHERENKOV_DEVICE_ROUTING=0: every layer routed by the host
     std::unique_ptr<SideStreams> side_;  // null with CHERENKOV_CUDA_STREAMS=0
     std::map<SegmentKey, cudaGraphExec_t> graphs_;
     std::map<SegmentKey, int> seen_;
     uint64_t graph_captures_ = 0;
     uint64_t graph_launches_ = 0;
+    uint64_t device_routed_calls_ = 0;  // MoE layer calls routed on the device
 };
 
 CudaModel::CudaModel(const ModelWeights& weights, ExpertSource& experts,
@@ -367,6 +370,7 @@ CudaModel::CudaModel(const ModelWeights& weights, ExpertSource& experts,
     }
     device_ = upload_model_weights(weights);
     graphs_enabled_ = !switched_off("CHERENKOV_CUDA_GRAPHS");
+    device_routing_ = !switched_off("CHERENKOV_DEVICE_ROUTING");
     if (!switched_off("CHERENKOV_CUDA_STREAMS")) side_ = std::make_unique<SideStreams>();
 
     // RoPE frequencies exactly as engine::Rope computes them.
@@ -505,7 +509,11 @@ void CudaModel::decoder_layer(const DeviceLayerWeights& w, const DeviceLayerWeig
     DeviceScratch<float> inject(static_cast<size_t>(n_rows * n_streams), stream_);
     DeviceScratch<float> y(static_cast<size_t>(n_rows * h), stream_);
     const DeviceMoeWeights* next_moe = next != nullptr ? &next->moe : nullptr;
-    // Everything up to the routing read-back: no host decision depends on data in between.
+    // A layer the device pool holds whole is routed on the device: nothing in it waits for the
+    // host, and a decode step of a GDN layer is then one graph.
+    const ExpertAddress* on_device = device_routing_ ? moe_on_device(w.moe, n_rows, ctx) : nullptr;
+    // Everything up to the routing read-back (or the whole layer, routed on the device): no host
+    // decision depends on data in between.
     const auto front = [&] {
         hyper_connection_mix(w.attn_hc, x, n_rows, ctx, mix.data(), inject.data());
         ctx.record("attn_hc.mix", mix.data(), n_rows * h);
@@ -523,7 +531,12 @@ void CudaModel::decoder_layer(const DeviceLayerWeights& w, const DeviceLayerWeig
         hyper_connection_mix(w.mlp_hc, x, n_rows, ctx, mix.data(), inject.data());
         ctx.record("mlp_hc.mix", mix.data(), n_rows * h);
         ctx.record("mlp_hc.inject", inject.data(), n_rows * n_streams);
-        moe_route(w.moe, next_moe, mix.data(), n_rows, ctx);
+        if (on_device != nullptr) {
+            moe_forward_on_device(w.moe, on_device, mix.data(), n_rows, y.data(), ctx);
+            hyper_connection_combine(x, inject.data(), y.data(), n_rows, n_streams, h, stream_);
+        } else {
+            moe_route(w.moe, next_moe, mix.data(), n_rows, ctx);
+        }
     };
     // Decode steps of GDN layers replay that front as one CUDA graph: its kernels' arguments are
     // the same every step (QSA kernels take the position; PLE copies host rows; traces read back).
@@ -539,13 +552,19 @@ void CudaModel::decoder_layer(const DeviceLayerWeights& w, const DeviceLayerWeig
                              ctx.gdn_conv_snapshots,
                              pool_->host_staging(0),
                              layer_arena_.base(),
-                             layer_arena_.generation()};
+                             layer_arena_.generation(),
+                             on_device};
         run_segment(key, front);
     } else {
         front();
     }
-    moe_finish(w.moe, next_moe, mix.data(), n_rows, y.data(), ctx);
-    hyper_connection_combine(x, inject.data(), y.data(), n_rows, n_streams, h, stream_);
+    if (on_device != nullptr) {
+        pool_->release_layer(w.moe.table_layer);
+        ++device_routed_calls_;
+    } else {
+        moe_finish(w.moe, next_moe, mix.data(), n_rows, y.data(), ctx);
+        hyper_connection_combine(x, inject.data(), y.data(), n_rows, n_streams, h, stream_);
+    }
     ctx.record("x_out", x, n_rows * width);
 }
 
@@ -908,6 +927,9 @@ nlohmann::json CudaModel::backend_stats() const {
     stats["device_scratch_bytes"] = call_arena_.capacity() + layer_arena_.capacity();
     stats["device_scratch_reserved_bytes"] = scratch_reserved_bytes_;
     stats["prefill_rows_per_call"] = prefill_rows_;
+    stats["device_routing"] = device_routing_;
+    stats["device_routed_layers"] = pool_->n_layers_on_device();
+    stats["device_routed_calls"] = device_routed_calls_;
     const DeviceExpertPoolCounters counters = pool_->counters();
     stats["device_expert_hits"] = counters.hits;
     stats["device_expert_uploads"] = counters.uploads;

@@ -30,12 +30,16 @@ struct DeviceExpertPool::Impl {
     std::byte* memory = nullptr;  // [n_slots, slot_bytes]
     void* staging = nullptr;      // pinned host
     size_t staging_bytes = 0;
+    ExpertAddress* layer_map = nullptr;  // [n_layers, n_experts], allocated on first use
+    unsigned long long* device_hits = nullptr;
 
     ~Impl() {
         // Never throws: pending copies finish before the memory goes.
         if (copy != nullptr) cudaStreamSynchronize(copy);
         if (staging != nullptr) cudaFreeHost(staging);
         if (memory != nullptr) cudaFree(memory);
+        if (layer_map != nullptr) cudaFree(layer_map);
+        if (device_hits != nullptr) cudaFree(device_hits);
         for (cudaEvent_t e : release) {
             if (e != nullptr) cudaEventDestroy(e);
         }
@@ -71,6 +75,11 @@ DeviceExpertPool::DeviceExpertPool(const store::ExpertLayout& layout, int64_t n_
                        std::to_string(slot_bytes_) + " bytes: " + cudaGetErrorString(status));
     }
     impl_->memory = static_cast<std::byte*>(memory);
+    CHERENKOV_CUDA_CHECK(cudaMalloc(&impl_->device_hits, sizeof(unsigned long long)));
+    CHERENKOV_CUDA_CHECK(cudaMemset(impl_->device_hits, 0, sizeof(unsigned long long)));
+    resident_in_layer_.assign(static_cast<size_t>(layout.n_layers()), 0);
+    on_device_.assign(static_cast<size_t>(layout.n_layers()), false);
+    left_incomplete_.assign(static_cast<size_t>(layout.n_layers()), false);
     slots_.resize(static_cast<size_t>(n_slots));
     slot_of_key_.assign(layout.n_records() * (kMaxBits + 1), -1);
     layout_by_bits_.resize(kMaxBits + 1);
@@ -148,6 +157,7 @@ int32_t DeviceExpertPool::take_victim() {
         if (s.pins > 0) continue;
         lru_unlink(slot);
         if (s.key >= 0) {  // -1: an earlier upload into it failed
+            count_resident(s.key, -1);
             slot_of_key_[static_cast<size_t>(s.key)] = -1;
             s.key = -1;
             ++counters_.evictions;
@@ -218,6 +228,7 @@ DeviceExpert DeviceExpertPool::acquire(int64_t layer, int32_t expert,
         upload(slot, weights);
         slots_[static_cast<size_t>(slot)].key = key;
         slot_of_key_[static_cast<size_t>(key)] = slot;
+        count_resident(key, 1);
     }
     Slot& s = slots_[static_cast<size_t>(slot)];
     if (s.pins++ == 0) pinned_.push_back(slot);
@@ -250,6 +261,90 @@ void DeviceExpertPool::release_pinned() {
         s.pins = 0;
     }
     pinned_.clear();
+}
+
+void DeviceExpertPool::count_resident(int64_t key, int delta) {
+    if (key % (kMaxBits + 1) != layout_.bits) return;
+    const auto layer = static_cast<size_t>(key / (kMaxBits + 1) / layout_.n_experts);
+    resident_in_layer_[layer] += delta;
+    // The next use of the layer takes the host path again (an upload into the evicted slot waits
+    // for the layer's last release_layer() event, as for any slot).
+    if (delta < 0) on_device_[layer] = false;
+}
+
+const ExpertAddress* DeviceExpertPool::layer_addresses(int64_t layer) {
+    if (layer < 0 || layer >= layout_.n_layers()) return nullptr;
+    const auto l = static_cast<size_t>(layer);
+    const int64_t n_experts = layout_.n_experts;
+    if (on_device_[l]) return impl_->layer_map + layer * n_experts;
+    // Only a pool that holds the whole table keeps mapped layers mapped (no evictions); a
+    // smaller one would evict and unmap them again and again.
+    if (n_slots_ < static_cast<int64_t>(layout_.n_records()) || resident_in_layer_[l] < n_experts)
+        return nullptr;
+    if (impl_->layer_map == nullptr) {
+        CHERENKOV_CUDA_CHECK(
+            cudaMalloc(&impl_->layer_map, layout_.n_records() * sizeof(ExpertAddress)));
+    }
+    std::vector<ExpertAddress> addresses(static_cast<size_t>(n_experts));
+    for (int32_t e = 0; e < n_experts; ++e) {
+        addresses[static_cast<size_t>(e)] =
+            view_of(slot_of(layer, e, layout_.bits), layout_.bits).address;
+    }
+    // From pageable memory: the call returns once the bytes are staged, so `addresses` may go.
+    ExpertAddress* map = impl_->layer_map + layer * n_experts;
+    CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(map, addresses.data(),
+                                         addresses.size() * sizeof(ExpertAddress),
+                                         cudaMemcpyHostToDevice, impl_->compute));
+    on_device_[l] = true;
+    return map;
+}
+
+void DeviceExpertPool::release_layer(int64_t layer) {
+    const int index = impl_->next_release;
+    impl_->next_release = (index + 1) % kReleaseRing;
+    CHERENKOV_CUDA_CHECK(
+        cudaEventRecord(impl_->release[static_cast<size_t>(index)], impl_->compute));
+    for (int32_t e = 0; e < layout_.n_experts; ++e) {
+        const int32_t slot = slot_of(layer, e, layout_.bits);
+        if (slot >= 0) slots_[static_cast<size_t>(slot)].release = index;
+    }
+}
+
+unsigned long long* DeviceExpertPool::device_hits() const {
+    return impl_->device_hits;
+}
+
+int64_t DeviceExpertPool::n_layers_on_device() const {
+    return std::count(on_device_.begin(), on_device_.end(), true);
+}
+
+std::vector<int32_t> DeviceExpertPool::missing_in_layer(int64_t layer, int64_t most) const {
+    std::vector<int32_t> missing;
+    if (layer < 0 || layer >= layout_.n_layers() ||
+        n_slots_ < static_cast<int64_t>(layout_.n_records()) ||
+        left_incomplete_[static_cast<size_t>(layer)]) {
+        return missing;
+    }
+    const int64_t n_missing = layout_.n_experts - resident_in_layer_[static_cast<size_t>(layer)];
+    if (n_missing > most) return missing;
+    for (int32_t e = 0; e < layout_.n_experts; ++e) {
+        if (slot_of(layer, e, layout_.bits) < 0) missing.push_back(e);
+    }
+    return missing;
+}
+
+void DeviceExpertPool::leave_incomplete(int64_t layer) {
+    if (layer >= 0 && layer < layout_.n_layers())
+        left_incomplete_[static_cast<size_t>(layer)] = true;
+}
+
+DeviceExpertPoolCounters DeviceExpertPool::counters() const {
+    DeviceExpertPoolCounters c = counters_;
+    unsigned long long device = 0;
+    CHERENKOV_CUDA_CHECK(
+        cudaMemcpy(&device, impl_->device_hits, sizeof(device), cudaMemcpyDeviceToHost));
+    c.hits += device;
+    return c;
 }
 
 void DeviceExpertPool::wait_host_copies() {
@@ -310,6 +405,17 @@ std::vector<std::byte> DeviceExpertPool::read_slot(int32_t slot) const {
     CHERENKOV_CUDA_CHECK(cudaMemcpy(out.data(),
                                     impl_->memory + static_cast<uint64_t>(slot) * slot_bytes_,
                                     slot_bytes_, cudaMemcpyDeviceToHost));
+    return out;
+}
+
+std::vector<ExpertAddress> DeviceExpertPool::read_layer_addresses(int64_t layer) const {
+    CHERENKOV_ASSERT(
+        layer >= 0 && layer < layout_.n_layers() && on_device_[static_cast<size_t>(layer)],
+        "a layer on the device");
+    std::vector<ExpertAddress> out(static_cast<size_t>(layout_.n_experts));
+    CHERENKOV_CUDA_CHECK(cudaDeviceSynchronize());
+    CHERENKOV_CUDA_CHECK(cudaMemcpy(out.data(), impl_->layer_map + layer * layout_.n_experts,
+                                    out.size() * sizeof(ExpertAddress), cudaMemcpyDeviceToHost));
     return out;
 }
 

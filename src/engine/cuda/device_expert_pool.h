@@ -103,6 +103,27 @@ public:
     // throwing (errors are left for the next checked call).
     void finish_batch() noexcept;
 
+    // A whole layer routed on the device (moe.cu's resident decode), with no host round trip:
+    // when the pool can hold every record at the layout's bits and all of `layer`'s experts are
+    // resident at those bits, a device array [n_experts] of their addresses (uploaded on the
+    // compute stream the first time it is asked for), else null. An eviction of one of the
+    // layer's records unmaps it. Never call it while the compute stream is being captured.
+    const ExpertAddress* layer_addresses(int64_t layer);
+    // After queuing the kernels that followed layer_addresses(layer): one release event for every
+    // slot of the layer (as release_pinned() records for pinned slots).
+    void release_layer(int64_t layer);
+    // Device counter [1] that kernels routing on the device add their experts' uses to; counters()
+    // reports them as hits.
+    unsigned long long* device_hits() const;
+    // Layers whose addresses are on the device now.
+    int64_t n_layers_on_device() const;
+    // The experts of `layer` not resident at the layout's bits, when the pool can hold the whole
+    // table and at most `most` are missing (else empty): what completing the layer would load.
+    // Empty from then on for a layer given up by leave_incomplete() (its records come at other
+    // bits).
+    std::vector<int32_t> missing_in_layer(int64_t layer, int64_t most) const;
+    void leave_incomplete(int64_t layer);
+
     // Pinned host memory of at least `bytes` for one MoE call's staging (the routing read-back,
     // address tables, index lists); grows (after synchronizing the compute stream) when too small.
     // Valid until the next call; the caller may only write it where no queued copy still reads.
@@ -113,13 +134,16 @@ public:
     uint64_t slot_bytes() const { return slot_bytes_; }
     uint64_t bytes() const { return static_cast<uint64_t>(n_slots_) * slot_bytes_; }
     const store::ExpertLayout& layout() const { return layout_; }
-    DeviceExpertPoolCounters counters() const { return counters_; }
+    // The host's counts plus the device's hits (reading those synchronizes with the device).
+    DeviceExpertPoolCounters counters() const;
 
     // Introspection for tests: the slot holding (layer, expert, bits) or -1; whether a slot is
     // pinned; a slot's bytes (synchronizes the device).
     int32_t slot_of(int64_t layer, int32_t expert, int bits) const;
     bool pinned(int32_t slot) const;
     std::vector<std::byte> read_slot(int32_t slot) const;
+    // The device array layer_addresses() returned for `layer` (synchronizes the device).
+    std::vector<ExpertAddress> read_layer_addresses(int64_t layer) const;
 
 private:
     struct Impl;  // streams, events, device memory
@@ -139,6 +163,7 @@ private:
     void lru_unlink(int32_t slot);
     void lru_push_newest(int32_t slot);
     void upload(int32_t slot, const ExpertWeights& weights);
+    void count_resident(int64_t key, int delta);
 
     store::ExpertLayout layout_;
     int64_t n_slots_ = 0;
@@ -153,6 +178,11 @@ private:
     int32_t oldest_ = -1;
     int32_t newest_ = -1;
     int32_t n_used_ = 0;  // slots [0, n_used_) have held a record; the rest are free
+    // Per table layer: records resident at layout_.bits, and whether its addresses are on the
+    // device (Impl::layer_map).
+    std::vector<int32_t> resident_in_layer_;
+    std::vector<bool> on_device_;
+    std::vector<bool> left_incomplete_;
     DeviceExpertPoolCounters counters_;
 };
 

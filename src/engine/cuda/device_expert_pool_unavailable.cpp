@@ -35,5 +35,25 @@ bool DeviceExpertPool::pinned(int32_t) const {
 std::vector<std::byte> DeviceExpertPool::read_slot(int32_t) const {
     throw_unsupported("[device_expert_pool] built without CUDA");
 }
+const ExpertAddress* DeviceExpertPool::layer_addresses(int64_t) {
+    return nullptr;
+}
+void DeviceExpertPool::release_layer(int64_t) {}
+unsigned long long* DeviceExpertPool::device_hits() const {
+    return nullptr;
+}
+int64_t DeviceExpertPool::n_layers_on_device() const {
+    return 0;
+}
+std::vector<int32_t> DeviceExpertPool::missing_in_layer(int64_t, int64_t) const {
+    return {};
+}
+void DeviceExpertPool::leave_incomplete(int64_t) {}
+std::vector<ExpertAddress> DeviceExpertPool::read_layer_addresses(int64_t) const {
+    throw_unsupported("[device_expert_pool] built without CUDA");
+}
+DeviceExpertPoolCounters DeviceExpertPool::counters() const {
+    return counters_;
+}
 
 }  // namespace cherenkov::engine::cuda

@@ -283,5 +283,16 @@ void moe_route(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, co
                int64_t n_rows, const DeviceContext& ctx);
 void moe_finish(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, const float* mix,
                 int64_t n_rows, float* y, const DeviceContext& ctx);
+// The MoE block with no host round trip, for decode calls whose layer the device pool holds
+// whole (every expert resident; DeviceExpertPool::layer_addresses): the routing becomes an
+// address table on the device and the routed experts follow it. moe_on_device decides (outside
+// stream capture: it may upload the layer's addresses) and returns the layer's addresses, or
+// null when the call takes moe_forward; moe_forward_on_device queues the kernels (capturable),
+// giving moe_forward's bits; after them, call ctx.expert_pool->release_layer(table_layer).
+// No lookahead for the next layer (its misses, while the pool warms up, are read on demand).
+const ExpertAddress* moe_on_device(const DeviceMoeWeights& weights, int64_t n_rows,
+                                   const DeviceContext& ctx);
+void moe_forward_on_device(const DeviceMoeWeights& weights, const ExpertAddress* addresses,
+                           const float* mix, int64_t n_rows, float* y, const DeviceContext& ctx);
 
 }  // namespace cherenkov::engine::cuda

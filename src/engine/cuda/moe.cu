@@ -216,6 +216,48 @@ __global__ void moe_combine_kernel(const float* parts, const int32_t* part_rows,
     y[index] = sum + gate * shared_part;
 }
 
+// The routing of a layer the device pool holds whole (moe_forward_on_device), one block:
+//   table[0, U)  the addresses of the union of the rows' experts, in order of first appearance
+//                (any order gives the same bits: an expert's parts depend only on its weights
+//                and rows, and the combine sums in increasing expert index);
+//   *n_table     U, also added to *hits;
+//   part_rows, part_weights [T, top]: each row's parts in increasing expert index, as
+//                moe_finish lays them out for moe_combine_kernel (part row = union index · T + t).
+// experts, weights: the router's [T, top], distinct experts per row; addresses: [E].
+// Dynamic shared memory: E ints.
+__global__ void device_routing_kernel(const int32_t* experts, const float* weights, int n_rows,
+                                      int top, int n_experts, const ExpertAddress* addresses,
+                                      ExpertAddress* table, int* n_table, int32_t* part_rows,
+                                      float* part_weights, unsigned long long* hits) {
+    extern __shared__ int union_index[];  // [E], −1: not routed
+    wait_for_previous_kernel();
+    allow_next_kernel();
+    const int tk = n_rows * top;
+    for (int e = static_cast<int>(threadIdx.x); e < n_experts; e += static_cast<int>(blockDim.x))
+        union_index[e] = -1;
+    __syncthreads();
+    if (threadIdx.x == 0) {  // at most 4 · top entries
+        int n = 0;
+        for (int i = 0; i < tk; ++i) {
+            if (union_index[experts[i]] < 0) union_index[experts[i]] = n++;
+        }
+        *n_table = n;
+        atomicAdd(hits, static_cast<unsigned long long>(n));
+    }
+    __syncthreads();
+    for (int e = static_cast<int>(threadIdx.x); e < n_experts; e += static_cast<int>(blockDim.x)) {
+        if (union_index[e] >= 0) table[union_index[e]] = addresses[e];
+    }
+    for (int i = static_cast<int>(threadIdx.x); i < tk; i += static_cast<int>(blockDim.x)) {
+        const int t = i / top;
+        const int32_t e = experts[i];
+        int rank = 0;  // experts of the row below e
+        for (int j = t * top; j < (t + 1) * top; ++j) rank += experts[j] < e ? 1 : 0;
+        part_rows[t * top + rank] = union_index[e] * n_rows + t;
+        part_weights[t * top + rank] = weights[i];
+    }
+}
+
 unsigned blocks(int64_t n, int threads) {
     return static_cast<unsigned>((n + threads - 1) / threads);
 }
@@ -604,6 +646,41 @@ void shared_expert(const DeviceMoeWeights& weights, const float* mix, int64_t n_
     linear_apply(weights.shared_expert_gate, mix, n_rows, gate, ctx.stream);
 }
 
+// A pool that can hold the whole table loads the experts of a layer its rows have not routed to
+// yet once at most an eighth of the layer (or one expert) is missing, so that the layer is then
+// routed on the device (moe_on_device): rarely chosen experts would otherwise keep it on the host
+// path long after the rest is in. Costs one read of those records, once. Records the source
+// delivers at other bits (mixed precision) do not complete a layer: the layer is then left as it
+// is.
+void complete_layer(const DeviceMoeWeights& weights, const DeviceContext& ctx) {
+    DeviceExpertPool& pool = *ctx.expert_pool;
+    const int64_t layer = weights.table_layer;
+    const int64_t n_experts = ctx.config->num_experts;
+    const std::vector<int32_t> missing =
+        pool.missing_in_layer(layer, std::max<int64_t>(n_experts / 8, 1));
+    if (missing.empty()) return;
+    std::vector<ExpertRequest> requests;
+    // Full weight: these are wanted whole, never cut as weak (--cut-weak).
+    for (const int32_t e : missing) requests.push_back(ExpertRequest{e, 1.0F});
+    const size_t group = std::max<size_t>(ctx.experts->max_batch_experts(), 1);
+    for (size_t first = 0; first < requests.size(); first += group) {
+        const std::span<const ExpertRequest> part =
+            std::span<const ExpertRequest>(requests).subspan(
+                first, std::min(group, requests.size() - first));
+        std::unique_ptr<ExpertBatch> batch = ctx.experts->fetch(layer, part);
+        const BatchFence fence{pool};
+        size_t index = 0;
+        ExpertWeights expert;
+        while (batch->next(&index, &expert)) {
+            if (expert.bits != pool.layout().bits) {
+                pool.leave_incomplete(layer);
+                return;
+            }
+            pool.acquire(layer, part[index].expert, expert);
+        }
+    }
+}
+
 }  // namespace
 
 namespace {
@@ -661,6 +738,61 @@ void moe_route(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, co
     CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(staging + shape.layout.readback, r,
                                          routing.size() * sizeof(int32_t), cudaMemcpyDeviceToHost,
                                          stream));
+}
+
+const ExpertAddress* moe_on_device(const DeviceMoeWeights& weights, int64_t n_rows,
+                                   const DeviceContext& ctx) {
+    // Traces read the routing back; the routed experts' kernels take 1-4 rows.
+    if (n_rows < 1 || n_rows > kMaxGemvRows || ctx.trace != nullptr ||
+        ctx.routing_trace != nullptr || ctx.expert_pool == nullptr) {
+        return nullptr;
+    }
+    return ctx.expert_pool->layer_addresses(weights.table_layer);
+}
+
+void moe_forward_on_device(const DeviceMoeWeights& weights, const ExpertAddress* addresses,
+                           const float* mix, int64_t n_rows, float* y, const DeviceContext& ctx) {
+    const auto& c = *ctx.config;
+    const cudaStream_t stream = ctx.stream;
+    const int64_t h = c.hidden_size;
+    const int64_t top = c.num_experts_per_tok;
+    const int64_t tk = n_rows * top;
+    const auto n_tk = static_cast<size_t>(tk);
+    const auto capacity = static_cast<int>(std::min<int64_t>(c.num_experts, tk));
+    const DeviceExpertPool& pool = *ctx.expert_pool;
+
+    DeviceScratch<float> logits(static_cast<size_t>(n_rows * c.num_experts), stream);
+    DeviceScratch<int32_t> routing(2 * n_tk, stream);
+    auto* routing_weights = reinterpret_cast<float*>(routing.data() + tk);
+    route(weights, mix, n_rows, logits.data(), nullptr, routing.data(), routing_weights, ctx, false,
+          stream);
+    DeviceScratch<ExpertAddress> table(static_cast<size_t>(capacity), stream);
+    DeviceScratch<int32_t> n_table(1, stream);
+    DeviceScratch<int32_t> combine(2 * n_tk, stream);
+    launch_dependent(device_routing_kernel, dim3(1), dim3(kTopkThreads),
+                     static_cast<size_t>(c.num_experts) * sizeof(int), stream, routing.data(),
+                     routing_weights, static_cast<int>(n_rows), static_cast<int>(top),
+                     static_cast<int>(c.num_experts), addresses, table.data(), n_table.data(),
+                     combine.data(), reinterpret_cast<float*>(combine.data() + tk),
+                     pool.device_hits());
+
+    DeviceScratch<float> shared(static_cast<size_t>(n_rows * h), stream);
+    DeviceScratch<float> shared_gate(static_cast<size_t>(n_rows), stream);
+    shared_expert(weights, mix, n_rows, shared.data(), shared_gate.data(), ctx);
+
+    const store::ExpertLayout& layout = pool.layout();
+    const ExpertShape shape{h, c.moe_intermediate_size, layout.bits, layout.group_size};
+    DeviceScratch<float> h_scratch(static_cast<size_t>(capacity * n_rows * c.moe_intermediate_size),
+                                   stream);
+    DeviceScratch<float> parts(static_cast<size_t>(capacity * n_rows * h), stream);
+    affine_experts_swiglu_parts(shape, table.data(), capacity, mix, static_cast<int>(n_rows),
+                                h_scratch.data(), parts.data(), stream, n_table.data());
+    DeviceScratch<float> routed(static_cast<size_t>(n_rows * h), stream);
+    launch_dependent(moe_combine_kernel, dim3(blocks(n_rows * h, kElementwiseThreads)),
+                     dim3(kElementwiseThreads), 0, stream, parts.data(), combine.data(),
+                     reinterpret_cast<const float*>(combine.data() + tk), static_cast<int>(top),
+                     shared.data(), shared_gate.data(), static_cast<int>(n_rows),
+                     static_cast<int>(h), routed.data(), y);
 }
 
 void moe_forward(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, const float* mix,
@@ -742,6 +874,7 @@ void moe_finish(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, c
                      static_cast<int>(h), routed.data(), y);
     ctx.record("moe.routed_out", routed.data(), n_rows * h);
     ctx.record("moe.out", y, n_rows * h);
+    complete_layer(weights, ctx);
 }
 
 }  // namespace cherenkov::engine::cuda

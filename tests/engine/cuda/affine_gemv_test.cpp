@@ -344,6 +344,75 @@ TEST_F(CudaAffineGemv, BulkKernelsGiveTheTensorCoreKernelsBits) {
     if (checked == 0) GTEST_SKIP() << "the bulk kernels need sm_90";
 }
 
+// A table filled by an earlier kernel (routing on the device) says how many of its entries are in
+// use through a device count: those entries get the bits of a call over exactly them, and the
+// scratch and parts of the entries past the count stay untouched. Every kernel family: the
+// dispatching call (3 bits: the FMA kernels), and the tensor-core and bulk kernels called directly.
+TEST_F(CudaAffineGemv, ExpertPartsStopAtTheDeviceCount) {
+    const int capacity = 5;
+    const int in_use = 3;
+    DeviceBuffer d_count(sizeof(int));
+    d_count.upload(&in_use, sizeof(int));
+    using Launch = void (*)(const ExpertShape&, const ExpertAddress*, int, const float*, int,
+                            float*, float*, const int*);
+    const Launch dispatch = [](const ExpertShape& shape, const ExpertAddress* table, int n,
+                               const float* x, int rows, float* h, float* parts, const int* count) {
+        affine_experts_swiglu_parts(shape, table, n, x, rows, h, parts, nullptr, count);
+    };
+    const Launch mma = [](const ExpertShape& shape, const ExpertAddress* table, int n,
+                          const float* x, int rows, float* h, float* parts, const int* count) {
+        mma_experts_gate_up(shape, table, n, x, rows, h, nullptr, count);
+        mma_experts_down(shape, table, n, h, rows, parts, nullptr, count);
+    };
+    const Launch bulk = [](const ExpertShape& shape, const ExpertAddress* table, int n,
+                           const float* x, int rows, float* h, float* parts, const int* count) {
+        bulk_experts_gate_up(shape, table, n, x, rows, h, nullptr, count);
+        bulk_experts_down(shape, table, n, h, rows, parts, nullptr, count);
+    };
+    struct Case {
+        const char* kernels;
+        Launch launch;
+        int bits;
+    };
+    for (const Case& k : {Case{"dispatch", dispatch, 3}, Case{"dispatch", dispatch, 4},
+                          Case{"mma", mma, 4}, Case{"bulk", bulk, 4}}) {
+        const TestExperts ex = make_experts(capacity, 2560, 640, k.bits, 64, 700 + k.bits);
+        for (int n_rows = 1; n_rows <= kMaxGemvRows; ++n_rows) {
+            const bool mma_takes =
+                mma_gemv_takes(k.bits, 64, 2560, n_rows) && mma_gemv_takes(k.bits, 64, 640, n_rows);
+            if ((k.launch == mma && !mma_takes) ||
+                (k.launch == bulk && (!mma_takes || !bulk_experts_take(ex.shape, n_rows)))) {
+                continue;
+            }
+            const auto x = random_vector(static_cast<size_t>(n_rows) * 2560, 17 + n_rows);
+            const size_t h_floats = size_t{capacity} * n_rows * 640;
+            const size_t part_floats = size_t{capacity} * n_rows * 2560;
+            DeviceBuffer d_x(x.size() * 4), d_h(h_floats * 4), d_part(part_floats * 4);
+            d_x.upload(x.data(), x.size() * 4);
+            std::vector<float> h_exact(h_floats), part_exact(part_floats), h_counted(h_floats),
+                part_counted(part_floats);
+            const auto* table = ex.d_table.as<ExpertAddress>();
+            for (const bool counted : {false, true}) {
+                d_h.fill(0xFF);
+                d_part.fill(0xFF);
+                k.launch(ex.shape, table, counted ? capacity : in_use, d_x.as<float>(), n_rows,
+                         d_h.as<float>(), d_part.as<float>(),
+                         counted ? d_count.as<int>() : nullptr);
+                d_h.download((counted ? h_counted : h_exact).data(), h_floats * 4);
+                d_part.download((counted ? part_counted : part_exact).data(), part_floats * 4);
+            }
+            const std::string what = std::string(k.kernels) + " bits=" + std::to_string(k.bits) +
+                                     " n_rows=" + std::to_string(n_rows);
+            // Equal bits everywhere: below the count the same sums, past it the 0xFF fill.
+            EXPECT_EQ(std::memcmp(h_exact.data(), h_counted.data(), h_floats * 4), 0) << what;
+            EXPECT_EQ(std::memcmp(part_exact.data(), part_counted.data(), part_floats * 4), 0)
+                << what;
+            EXPECT_FALSE(std::isnan(part_counted[0])) << what;
+            EXPECT_TRUE(std::isnan(part_counted[part_floats - 1])) << what;
+        }
+    }
+}
+
 TEST_F(CudaAffineGemv, RejectsBadArguments) {
     const TestMatrix m = make_matrix(8, 64, 4, 64, 1);
     DeviceBuffer d_x(size_t{4} * 64 * 4), d_y(size_t{4} * 8 * 4);

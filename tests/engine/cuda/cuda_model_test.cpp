@@ -247,22 +247,76 @@ TEST(CudaModel, GreedyOutputEqualsTheCpuForEveryDraftCount) {
     }
 }
 
-TEST(CudaModel, MinimalDevicePoolGivesTheSameBitsAsAFullOne) {
-    if (!have_device()) GTEST_SKIP() << "no CUDA device";
-    FixtureEngine probe("tiny_a/hf_flat_fused");
+// --pool-gb for one layer-step of 3 rows (3·k records), in decimal GB as the flag takes it.
+std::string minimal_pool(const std::string& checkpoint) {
+    FixtureEngine probe(checkpoint);
     const auto& layout = probe.weights->manifest.experts;
-    // One layer-step of 3 rows: 3·k records, in decimal GB as --pool-gb takes it.
     const double slot = static_cast<double>(store::align_up(layout.record_bytes, 256));
     const double gb =
         slot * 3.0 * static_cast<double>(probe.weights->config.num_experts_per_tok) / 1e9;
     char text[64];
     std::snprintf(text, sizeof(text), "%.9f", gb);
+    return text;
+}
+
+TEST(CudaModel, MinimalDevicePoolGivesTheSameBitsAsAFullOne) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
     CudaFixture full("tiny_a/hf_flat_fused", "max");
-    CudaFixture small("tiny_a/hf_flat_fused", text);
+    CudaFixture small("tiny_a/hf_flat_fused", minimal_pool("tiny_a/hf_flat_fused"));
     ReferenceFile reference("tiny_a/reference/logits.safetensors");
     const std::vector<int32_t> prompt = reference.tokens("input_ids.chat");
     EXPECT_EQ(all_logits(*full.gpu, prompt), all_logits(*small.gpu, prompt));
     EXPECT_EQ(generate(*full.gpu, prompt, 2), generate(*small.gpu, prompt, 2));
+}
+
+// Once a pool that holds the whole table has every expert of a layer, decode calls route that
+// layer on the device, with no host round trip. Decoding step by step with 1-3 rows gives the
+// same logits, bit for bit, as a pool too small for that (every layer's routing read back and
+// handled by the host), with graphs on and off.
+TEST(CudaModel, LayersHeldWholeAreRoutedOnTheDeviceWithTheHostPathsBits) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    ReferenceFile reference("tiny_a/reference/logits.safetensors");
+    const std::vector<int32_t> prompt = reference.tokens("input_ids.chat");
+    const auto decode = [&](engine::ModelBackend& model) {
+        engine::SequenceState state = model.new_sequence(256);
+        std::vector<std::vector<float>> logits;
+        engine::ForwardOptions options;
+        options.all_logits = true;
+        logits.push_back(model.forward(state, prompt, options).logits);  // prefill: host path
+        size_t next = 0;
+        for (int step = 0; step < 12; ++step) {
+            const size_t rows = 1 + static_cast<size_t>(step % 3);
+            const std::vector<int32_t> tokens(prompt.begin() + static_cast<ptrdiff_t>(next),
+                                              prompt.begin() + static_cast<ptrdiff_t>(next + rows));
+            next += rows;
+            logits.push_back(model.forward(state, tokens, options).logits);
+        }
+        return logits;
+    };
+    for (const char* graphs : {"1", "0"}) {
+        setenv("CHERENKOV_CUDA_GRAPHS", graphs, 1);
+        CudaFixture full("tiny_a/hf_flat_fused", "max");
+        CudaFixture small("tiny_a/hf_flat_fused", minimal_pool("tiny_a/hf_flat_fused"));
+        unsetenv("CHERENKOV_CUDA_GRAPHS");
+        const auto on_device = decode(*full.gpu);
+        const auto on_host = decode(*small.gpu);
+        ASSERT_EQ(on_device.size(), on_host.size());
+        for (size_t i = 0; i < on_device.size(); ++i)
+            EXPECT_EQ(on_device[i], on_host[i]) << "call " << i << " graphs " << graphs;
+
+        const nlohmann::json full_stats = full.gpu->backend_stats();
+        const nlohmann::json small_stats = small.gpu->backend_stats();
+        // The prompt routes to every expert of the 4 trunk layers; 12 decode calls × 4 layers.
+        EXPECT_EQ(full_stats["device_routed_layers"].get<int64_t>(), 4) << graphs;
+        EXPECT_EQ(full_stats["device_routed_calls"].get<uint64_t>(), 48U) << graphs;
+        EXPECT_EQ(small_stats["device_routed_calls"].get<uint64_t>(), 0U) << graphs;
+        // Uses routed on the device count as hits, as the host path's do.
+        EXPECT_EQ(full_stats["device_expert_hits"].get<uint64_t>() +
+                      full_stats["device_expert_uploads"].get<uint64_t>(),
+                  small_stats["device_expert_hits"].get<uint64_t>() +
+                      small_stats["device_expert_uploads"].get<uint64_t>())
+            << graphs;
+    }
 }
 
 // Decode segments replayed as CUDA graphs, and independent projections on side streams, give

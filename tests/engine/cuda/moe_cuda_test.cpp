@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -304,6 +305,56 @@ TEST_F(CudaDeviceExpertPool, KeepsPrecisionsInSeparateSlots) {
               static_cast<ptrdiff_t>(q2.layout.down.codes.offset - q2.layout.gate.codes.offset));
     EXPECT_TRUE(q2.matches(pool.read_slot(low.slot), 1, 3));
     EXPECT_TRUE(q4.matches(pool.read_slot(high.slot), 1, 3));
+}
+
+// A pool that can hold the whole table puts a layer's addresses on the device once every expert
+// of it is resident, and lists what a layer misses while few are missing; a smaller pool does
+// neither; an eviction (here: other precisions taking the slots) takes the layer off again.
+TEST_F(CudaDeviceExpertPool, PutsALayerHeldWholeOnTheDeviceUntilAnEviction) {
+    const HostRecords q4(test_layout(4));
+    const HostRecords q2(test_layout(2));
+    DeviceExpertPool pool(q4.layout, 8, nullptr);  // 2 layers × 4 experts
+    for (const int32_t e : {0, 1, 2}) pool.acquire(0, e, q4.weights(0, e));
+    pool.release_pinned();
+    EXPECT_EQ(pool.layer_addresses(0), nullptr);
+    EXPECT_EQ(pool.missing_in_layer(0, 1), std::vector<int32_t>{3});
+    EXPECT_TRUE(pool.missing_in_layer(1, 3).empty());  // 4 missing
+    EXPECT_EQ(pool.missing_in_layer(1, 4), (std::vector<int32_t>{0, 1, 2, 3}));
+    pool.leave_incomplete(1);
+    EXPECT_TRUE(pool.missing_in_layer(1, 4).empty());
+
+    pool.acquire(0, 3, q4.weights(0, 3));
+    pool.release_pinned();
+    ASSERT_NE(pool.layer_addresses(0), nullptr);
+    EXPECT_EQ(pool.layer_addresses(1), nullptr);
+    EXPECT_EQ(pool.n_layers_on_device(), 1);
+    EXPECT_TRUE(pool.missing_in_layer(0, 4).empty());
+    const std::vector<ExpertAddress> addresses = pool.read_layer_addresses(0);
+    for (int32_t e = 0; e < 4; ++e) {
+        const std::optional<DeviceExpert> resident = pool.acquire_resident(0, e, 4);
+        ASSERT_TRUE(resident.has_value());
+        EXPECT_EQ(addresses[static_cast<size_t>(e)].gate_codes, resident->address.gate_codes);
+        EXPECT_EQ(addresses[static_cast<size_t>(e)].down_biases, resident->address.down_biases);
+    }
+    pool.release_pinned();
+    pool.release_layer(0);
+
+    // Four 2-bit records take the free slots; the fifth evicts the least recently used slot,
+    // one of layer 0's.
+    for (const int32_t e : {0, 1, 2, 3}) pool.acquire(1, e, q2.weights(1, e));
+    pool.release_pinned();
+    EXPECT_NE(pool.layer_addresses(0), nullptr);
+    pool.acquire(0, 0, q2.weights(0, 0));
+    pool.release_pinned();
+    EXPECT_EQ(pool.counters().evictions, 1U);
+    EXPECT_EQ(pool.layer_addresses(0), nullptr);
+    EXPECT_EQ(pool.n_layers_on_device(), 0);
+
+    DeviceExpertPool small(q4.layout, 7, nullptr);
+    for (const int32_t e : {0, 1, 2, 3}) small.acquire(0, e, q4.weights(0, e));
+    small.release_pinned();
+    EXPECT_EQ(small.layer_addresses(0), nullptr);
+    EXPECT_TRUE(small.missing_in_layer(1, 4).empty());
 }
 
 TEST(DeviceExpertPoolUnavailable, ConstructionSaysBuiltWithoutCuda) {
