@@ -5,8 +5,10 @@
 // them in increasing expert index (the CPU's order) and adds the gated shared expert. Decode
 // (≤ 4 rows) groups experts into affine_experts_swiglu_parts launches; prefill groups them into
 // the token-tiled expert_gemm launches, computing experts one at a time only for shapes those
-// kernels do not take. Kernels wait for the previous kernel before touching memory and are
-// launched with launch_dependent (dependent_launch.cuh).
+// kernels do not take. A decode call on a layer the pool holds whole skips the read-back: the
+// routing becomes an address table on the device (moe_forward_on_device). Kernels wait for the
+// previous kernel before touching memory and are launched with launch_dependent
+// (dependent_launch.cuh).
 #include <cuda_runtime.h>
 
 #include <algorithm>
