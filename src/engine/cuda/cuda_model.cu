@@ -928,6 +928,10 @@ nlohmann::json CudaModel::backend_stats() const {
     stats["device_scratch_reserved_bytes"] = scratch_reserved_bytes_;
     stats["prefill_rows_per_call"] = prefill_rows_;
     stats["device_routing"] = device_routing_;
+    int64_t shared_as_expert = 0;
+    for (const DeviceLayerWeights& l : device_->layers)
+        shared_as_expert += l.moe.shared_expert != nullptr ? 1 : 0;
+    stats["shared_expert_layers_on_expert_kernels"] = shared_as_expert;
     stats["device_routed_layers"] = pool_->n_layers_on_device();
     stats["device_routed_calls"] = device_routed_calls_;
     const DeviceExpertPoolCounters counters = pool_->counters();

@@ -1,7 +1,10 @@
 // Uploads dense.bin once and translates ModelWeights' host views into it (device_weights.h).
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "base/error.h"
 #include "engine/cuda/device_weights.h"
@@ -126,6 +129,57 @@ DeviceLayerWeights layer(const LayerWeights& w, const Translator& t) {
     return d;
 }
 
+// The shared expert's address-table entry and shape, when the expert kernels can run it.
+std::optional<std::pair<ExpertAddress, ExpertShape>> shared_expert_entry(
+    const DeviceMoeWeights& m) {
+    const DeviceLinear* parts[] = {&m.shared_gate, &m.shared_up, &m.shared_down};
+    for (const DeviceLinear* l : parts) {
+        if (!l->quantized || l->bias != nullptr ||
+            reinterpret_cast<uintptr_t>(l->affine.codes) % 16 != 0 ||
+            l->affine.bits != m.shared_gate.affine.bits ||
+            l->affine.group_size != m.shared_gate.affine.group_size) {
+            return std::nullopt;
+        }
+    }
+    const DeviceAffineMatrix& gate = m.shared_gate.affine;
+    const DeviceAffineMatrix& up = m.shared_up.affine;
+    const DeviceAffineMatrix& down = m.shared_down.affine;
+    const ExpertShape shape{gate.cols, gate.rows, gate.bits, gate.group_size};
+    if (!affine_gemv_supports(shape.bits, shape.group_size) || up.rows != gate.rows ||
+        up.cols != gate.cols || down.rows != gate.cols || down.cols != gate.rows ||
+        shape.hidden % shape.group_size != 0 || shape.intermediate % shape.group_size != 0) {
+        return std::nullopt;
+    }
+    return std::pair{ExpertAddress{gate.codes, gate.scales, gate.biases, up.codes, up.scales,
+                                   up.biases, down.codes, down.scales, down.biases},
+                     shape};
+}
+
+// Uploads the entries of every layer whose shared expert the expert kernels can run.
+void attach_shared_experts(DeviceModelWeights& d) {
+    std::vector<DeviceMoeWeights*> layers;
+    for (DeviceLayerWeights& l : d.layers) layers.push_back(&l.moe);
+    if (d.mtp) {
+        for (DeviceLayerWeights& l : d.mtp->layers) layers.push_back(&l.moe);
+    }
+    std::vector<ExpertAddress> entries;
+    std::vector<size_t> index(layers.size(), SIZE_MAX);
+    for (size_t i = 0; i < layers.size(); ++i) {
+        if (const auto entry = shared_expert_entry(*layers[i])) {
+            index[i] = entries.size();
+            entries.push_back(entry->first);
+            layers[i]->shared_shape = entry->second;
+        }
+    }
+    if (entries.empty()) return;
+    d.shared_experts = DeviceBuffer(entries.size() * sizeof(ExpertAddress));
+    d.shared_experts.upload(entries.data(), entries.size() * sizeof(ExpertAddress));
+    for (size_t i = 0; i < layers.size(); ++i) {
+        if (index[i] != SIZE_MAX)
+            layers[i]->shared_expert = d.shared_experts.as<ExpertAddress>() + index[i];
+    }
+}
+
 }  // namespace
 
 DeviceLinear translate_linear(const Linear& l, const void* host_base, uint64_t n_bytes,
@@ -156,6 +210,7 @@ std::unique_ptr<DeviceModelWeights> upload_model_weights(const ModelWeights& wei
         dm.lm_head = linear(m.lm_head, t);
         d->mtp = std::move(dm);
     }
+    attach_shared_experts(*d);
     return d;
 }
 

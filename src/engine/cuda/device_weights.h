@@ -60,6 +60,12 @@ struct DeviceMoeWeights {
     DeviceLinear shared_gate, shared_up, shared_down;
     DeviceLinear shared_expert_gate;  // [1, H]
     int64_t table_layer = 0;
+    // The shared expert as one entry of an expert address table (device [1]) when its three
+    // matrices are affine at one precision the expert kernels take, without bias; else null.
+    // Decode then runs it through the routed experts' kernels (affine_experts_swiglu_parts: two
+    // launches instead of four), and a layer routed on the device inside the routed launches.
+    const ExpertAddress* shared_expert = nullptr;
+    ExpertShape shared_shape;
 };
 
 // The PLE projections and conv; the n-gram rows come from the host table (PleWeights).
@@ -94,6 +100,7 @@ struct DeviceModelWeights {
     DeviceHyperConnectionWeights final_mixer;
     std::vector<DeviceLayerWeights> layers;
     std::optional<DeviceMtpWeights> mtp;
+    DeviceBuffer shared_experts;  // the layers' DeviceMoeWeights::shared_expert entries
 
     uint64_t bytes() const { return dense.size(); }
 };

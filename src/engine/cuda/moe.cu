@@ -219,18 +219,21 @@ __global__ void moe_combine_kernel(const float* parts, const int32_t* part_rows,
 }
 
 // The routing of a layer the device pool holds whole (moe_forward_on_device), one block:
-//   table[0, U)  the addresses of the union of the rows' experts, in order of first appearance
-//                (any order gives the same bits: an expert's parts depend only on its weights
-//                and rows, and the combine sums in increasing expert index);
-//   *n_table     U, also added to *hits;
+//   table[0]     *first (the shared expert), when first is not null;
+//   table[F, F+U) the addresses of the union of the rows' experts (F = 1 with a first entry,
+//                else 0), in order of first appearance (any order gives the same bits: an
+//                expert's parts depend only on its weights and rows, and the combine sums in
+//                increasing expert index);
+//   *n_table     F + U; U is added to *hits;
 //   part_rows, part_weights [T, top]: each row's parts in increasing expert index, as
-//                moe_finish lays them out for moe_combine_kernel (part row = union index · T + t).
+//                moe_finish lays them out for moe_combine_kernel (part row = table index · T + t).
 // experts, weights: the router's [T, top], distinct experts per row; addresses: [E].
 // Dynamic shared memory: E ints.
 __global__ void device_routing_kernel(const int32_t* experts, const float* weights, int n_rows,
                                       int top, int n_experts, const ExpertAddress* addresses,
-                                      ExpertAddress* table, int* n_table, int32_t* part_rows,
-                                      float* part_weights, unsigned long long* hits) {
+                                      const ExpertAddress* first, ExpertAddress* table,
+                                      int* n_table, int32_t* part_rows, float* part_weights,
+                                      unsigned long long* hits) {
     extern __shared__ int union_index[];  // [E], −1: not routed
     wait_for_previous_kernel();
     allow_next_kernel();
@@ -239,12 +242,14 @@ __global__ void device_routing_kernel(const int32_t* experts, const float* weigh
         union_index[e] = -1;
     __syncthreads();
     if (threadIdx.x == 0) {  // at most 4 · top entries
-        int n = 0;
+        const int n_first = first != nullptr ? 1 : 0;
+        if (first != nullptr) table[0] = *first;
+        int n = n_first;
         for (int i = 0; i < tk; ++i) {
             if (union_index[experts[i]] < 0) union_index[experts[i]] = n++;
         }
         *n_table = n;
-        atomicAdd(hits, static_cast<unsigned long long>(n));
+        atomicAdd(hits, static_cast<unsigned long long>(n - n_first));
     }
     __syncthreads();
     for (int e = static_cast<int>(threadIdx.x); e < n_experts; e += static_cast<int>(blockDim.x)) {
@@ -637,6 +642,15 @@ void write_routing_trace(const DeviceContext& ctx, int64_t table_layer, int64_t 
 void shared_expert(const DeviceMoeWeights& weights, const float* mix, int64_t n_rows, float* shared,
                    float* gate, const DeviceContext& ctx) {
     const int64_t inter = weights.shared_gate.out_features();
+    if (weights.shared_expert != nullptr && n_rows <= kMaxGemvRows &&
+        reinterpret_cast<uintptr_t>(mix) % 16 == 0) {
+        DeviceScratch<float> h(static_cast<size_t>(n_rows * inter), ctx.stream);
+        affine_experts_swiglu_parts(weights.shared_shape, weights.shared_expert, 1, mix,
+                                    static_cast<int>(n_rows), h.data(), shared, ctx.stream);
+        ctx.record("moe.shared_out", shared, n_rows * ctx.config->hidden_size);
+        linear_apply(weights.shared_expert_gate, mix, n_rows, gate, ctx.stream);
+        return;
+    }
     DeviceScratch<float> g(static_cast<size_t>(n_rows * inter), ctx.stream);
     DeviceScratch<float> u(static_cast<size_t>(n_rows * inter), ctx.stream);
     linear_apply(weights.shared_gate, mix, n_rows, g.data(), ctx.stream);
@@ -760,8 +774,16 @@ void moe_forward_on_device(const DeviceMoeWeights& weights, const ExpertAddress*
     const int64_t top = c.num_experts_per_tok;
     const int64_t tk = n_rows * top;
     const auto n_tk = static_cast<size_t>(tk);
-    const auto capacity = static_cast<int>(std::min<int64_t>(c.num_experts, tk));
     const DeviceExpertPool& pool = *ctx.expert_pool;
+    const store::ExpertLayout& layout = pool.layout();
+    const ExpertShape shape{h, c.moe_intermediate_size, layout.bits, layout.group_size};
+    // The shared expert rides in the routed launches as table entry 0 when it has their shape.
+    const ExpertShape& s = weights.shared_shape;
+    const bool shared_inside = weights.shared_expert != nullptr && s.hidden == shape.hidden &&
+                               s.intermediate == shape.intermediate && s.bits == shape.bits &&
+                               s.group_size == shape.group_size;
+    const int n_first = shared_inside ? 1 : 0;
+    const auto capacity = static_cast<int>(std::min<int64_t>(c.num_experts, tk)) + n_first;
 
     DeviceScratch<float> logits(static_cast<size_t>(n_rows * c.num_experts), stream);
     DeviceScratch<int32_t> routing(2 * n_tk, stream);
@@ -771,19 +793,21 @@ void moe_forward_on_device(const DeviceMoeWeights& weights, const ExpertAddress*
     DeviceScratch<ExpertAddress> table(static_cast<size_t>(capacity), stream);
     DeviceScratch<int32_t> n_table(1, stream);
     DeviceScratch<int32_t> combine(2 * n_tk, stream);
-    launch_dependent(device_routing_kernel, dim3(1), dim3(kTopkThreads),
-                     static_cast<size_t>(c.num_experts) * sizeof(int), stream, routing.data(),
-                     routing_weights, static_cast<int>(n_rows), static_cast<int>(top),
-                     static_cast<int>(c.num_experts), addresses, table.data(), n_table.data(),
-                     combine.data(), reinterpret_cast<float*>(combine.data() + tk),
-                     pool.device_hits());
+    launch_dependent(
+        device_routing_kernel, dim3(1), dim3(kTopkThreads),
+        static_cast<size_t>(c.num_experts) * sizeof(int), stream, routing.data(), routing_weights,
+        static_cast<int>(n_rows), static_cast<int>(top), static_cast<int>(c.num_experts), addresses,
+        shared_inside ? weights.shared_expert : nullptr, table.data(), n_table.data(),
+        combine.data(), reinterpret_cast<float*>(combine.data() + tk), pool.device_hits());
 
-    DeviceScratch<float> shared(static_cast<size_t>(n_rows * h), stream);
+    DeviceScratch<float> shared(shared_inside ? 0 : static_cast<size_t>(n_rows * h), stream);
     DeviceScratch<float> shared_gate(static_cast<size_t>(n_rows), stream);
-    shared_expert(weights, mix, n_rows, shared.data(), shared_gate.data(), ctx);
+    if (shared_inside) {
+        linear_apply(weights.shared_expert_gate, mix, n_rows, shared_gate.data(), stream);
+    } else {
+        shared_expert(weights, mix, n_rows, shared.data(), shared_gate.data(), ctx);
+    }
 
-    const store::ExpertLayout& layout = pool.layout();
-    const ExpertShape shape{h, c.moe_intermediate_size, layout.bits, layout.group_size};
     DeviceScratch<float> h_scratch(static_cast<size_t>(capacity * n_rows * c.moe_intermediate_size),
                                    stream);
     DeviceScratch<float> parts(static_cast<size_t>(capacity * n_rows * h), stream);
@@ -793,8 +817,8 @@ void moe_forward_on_device(const DeviceMoeWeights& weights, const ExpertAddress*
     launch_dependent(moe_combine_kernel, dim3(blocks(n_rows * h, kElementwiseThreads)),
                      dim3(kElementwiseThreads), 0, stream, parts.data(), combine.data(),
                      reinterpret_cast<const float*>(combine.data() + tk), static_cast<int>(top),
-                     shared.data(), shared_gate.data(), static_cast<int>(n_rows),
-                     static_cast<int>(h), routed.data(), y);
+                     shared_inside ? parts.data() : shared.data(), shared_gate.data(),
+                     static_cast<int>(n_rows), static_cast<int>(h), routed.data(), y);
 }
 
 void moe_forward(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, const float* mix,

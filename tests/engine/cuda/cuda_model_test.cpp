@@ -310,6 +310,8 @@ TEST(CudaModel, LayersHeldWholeAreRoutedOnTheDeviceWithTheHostPathsBits) {
         EXPECT_EQ(full_stats["device_routed_layers"].get<int64_t>(), 4) << graphs;
         EXPECT_EQ(full_stats["device_routed_calls"].get<uint64_t>(), 48U) << graphs;
         EXPECT_EQ(small_stats["device_routed_calls"].get<uint64_t>(), 0U) << graphs;
+        // The shared expert rides in the routed launches (the same bits as its own launch).
+        EXPECT_EQ(full_stats["shared_expert_layers_on_expert_kernels"].get<int64_t>(), 4);
         // Uses routed on the device count as hits, as the host path's do.
         EXPECT_EQ(full_stats["device_expert_hits"].get<uint64_t>() +
                       full_stats["device_expert_uploads"].get<uint64_t>(),
