@@ -32,7 +32,6 @@
 namespace cherenkov::engine::cuda {
 namespace {
 
-constexpr int kTopkThreads = 128;
 constexpr int kElementwiseThreads = 256;
 // Experts per decode launch (affine_experts_swiglu_parts): residents arrive back to back, so a
 // group of them costs two launches; misses arrive one read at a time and wait for the group to
@@ -44,59 +43,96 @@ __device__ __forceinline__ bool ranks_before(float v, int i, float best_v, int b
     return v > best_v || (v == best_v && i < best_i);
 }
 
-// One block per row: p = softmax(logits[row]) in shared memory (ops.cpp's softmax: max, exp,
-// sum, multiply by 1/sum), then the top min(top + 1, E) by repeated block argmax. Thread 0 writes
-// the row's top experts, their weights (renormalized over the top when `normalize`, summed in
-// rank order as the CPU does) and the margin (kth − (k+1)th) / kth (∞ when top == E).
-// logits: [T, E]; experts, weights: [T, top]; margins: [T] or null.
-// Dynamic shared memory: (E + 32) floats, (top + 1) ints, E bytes.
-__global__ void router_topk_kernel(const float* logits, int n_experts, int top, bool normalize,
-                                   int32_t* experts, float* weights, float* margins) {
-    extern __shared__ float shared[];
-    float* p = shared;                                                          // [E]
-    float* reduce = shared + n_experts;                                         // [32]
-    int* chosen = reinterpret_cast<int*>(reduce + 32);                          // [top + 1]
-    unsigned char* taken = reinterpret_cast<unsigned char*>(chosen + top + 1);  // [E]
-    __shared__ float warp_best_v[32];
-    __shared__ int warp_best_i[32];
-    wait_for_previous_kernel();
-    allow_next_kernel();
+// Outputs of the routing on the device (build_device_routing); table null: none.
+struct DeviceRouting {
+    const ExpertAddress* addresses = nullptr;  // the layer's [E]
+    const ExpertAddress* first = nullptr;      // the shared expert as entry 0, or null
+    ExpertAddress* table = nullptr;
+    int* n_table = nullptr;
+    int32_t* part_rows = nullptr;
+    float* part_weights = nullptr;
+    unsigned long long* hits = nullptr;
+};
 
-    const int row = static_cast<int>(blockIdx.x);
+// The routing of a layer the device pool holds whole (moe_forward_on_device), by one block:
+//   table[0]     *first (the shared expert), when first is not null;
+//   table[F, F+U) the addresses of the union of the rows' experts (F = 1 with a first entry,
+//                else 0), in order of first appearance (any order gives the same bits: an
+//                expert's parts depend only on its weights and rows, and the combine sums in
+//                increasing expert index);
+//   *n_table     F + U; U is added to *hits;
+//   part_rows, part_weights [T, top]: each row's parts in increasing expert index, as
+//                moe_finish lays them out for moe_combine_kernel (part row = table index · T + t).
+// experts, weights: the router's [T, top], distinct experts per row; addresses: [E].
+// union_index: shared memory of E ints.
+__device__ void build_device_routing(const int32_t* experts, const float* weights, int n_rows,
+                                     int top, int n_experts, const DeviceRouting& r,
+                                     int* union_index) {
+    const int tk = n_rows * top;
+    for (int e = static_cast<int>(threadIdx.x); e < n_experts; e += static_cast<int>(blockDim.x))
+        union_index[e] = -1;
+    __syncthreads();
+    if (threadIdx.x == 0) {  // at most 4 · top entries
+        const int n_first = r.first != nullptr ? 1 : 0;
+        if (r.first != nullptr) r.table[0] = *r.first;
+        int n = n_first;
+        for (int i = 0; i < tk; ++i) {
+            if (union_index[experts[i]] < 0) union_index[experts[i]] = n++;
+        }
+        *r.n_table = n;
+        atomicAdd(r.hits, static_cast<unsigned long long>(n - n_first));
+    }
+    __syncthreads();
+    for (int e = static_cast<int>(threadIdx.x); e < n_experts; e += static_cast<int>(blockDim.x)) {
+        if (union_index[e] >= 0) r.table[union_index[e]] = r.addresses[e];
+    }
+    for (int i = static_cast<int>(threadIdx.x); i < tk; i += static_cast<int>(blockDim.x)) {
+        const int t = i / top;
+        const int32_t e = experts[i];
+        int rank = 0;  // experts of the row below e
+        for (int j = t * top; j < (t + 1) * top; ++j) rank += experts[j] < e ? 1 : 0;
+        r.part_rows[t * top + rank] = union_index[e] * n_rows + t;
+        r.part_weights[t * top + rank] = weights[i];
+    }
+}
+
+// The top-k of row `row` by one warp (router_topk_kernel's comment).
+__device__ void warp_router_topk(const float* logits, int row, int n_experts, int top,
+                                 bool normalize, float* p, int* chosen, unsigned char* taken,
+                                 int32_t* experts, float* weights, float* margins) {
     const int lane = static_cast<int>(threadIdx.x) & 31;
-    const int warp = static_cast<int>(threadIdx.x) >> 5;
-    const int n_warps = static_cast<int>(blockDim.x) >> 5;
     const float* l = logits + static_cast<size_t>(row) * n_experts;
 
     float m = -INFINITY;
-    for (int e = static_cast<int>(threadIdx.x); e < n_experts; e += blockDim.x) {
+    for (int e = lane; e < n_experts; e += 32) {
         p[e] = l[e];
         taken[e] = 0;
         m = fmaxf(m, p[e]);
     }
-    m = block_max(m, reduce);
+    for (int offset = 16; offset > 0; offset >>= 1)
+        m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFU, m, offset));
     float s = 0.0F;
-    for (int e = static_cast<int>(threadIdx.x); e < n_experts; e += blockDim.x) {
+    for (int e = lane; e < n_experts; e += 32) {
         const float v = expf(p[e] - m);
         p[e] = v;
         s += v;
     }
-    s = block_sum(s, reduce);
+    for (int offset = 16; offset > 0; offset >>= 1) s += __shfl_xor_sync(0xFFFFFFFFU, s, offset);
     const float inv = 1.0F / s;
-    for (int e = static_cast<int>(threadIdx.x); e < n_experts; e += blockDim.x) p[e] *= inv;
-    __syncthreads();
+    for (int e = lane; e < n_experts; e += 32) p[e] *= inv;
+    __syncwarp();
 
     const int n_sorted = min(top + 1, n_experts);
     for (int rank = 0; rank < n_sorted; ++rank) {
         float best_v = -INFINITY;
         int best_i = INT_MAX;
-        for (int e = static_cast<int>(threadIdx.x); e < n_experts; e += blockDim.x) {
+        for (int e = lane; e < n_experts; e += 32) {
             if (taken[e] == 0 && ranks_before(p[e], e, best_v, best_i)) {
                 best_v = p[e];
                 best_i = e;
             }
         }
-        for (int offset = 16; offset > 0; offset >>= 1) {
+        for (int offset = 16; offset > 0; offset >>= 1) {  // every lane ends with the winner
             const float other_v = __shfl_xor_sync(0xFFFFFFFFU, best_v, offset);
             const int other_i = __shfl_xor_sync(0xFFFFFFFFU, best_i, offset);
             if (ranks_before(other_v, other_i, best_v, best_i)) {
@@ -104,25 +140,12 @@ __global__ void router_topk_kernel(const float* logits, int n_experts, int top, 
                 best_i = other_i;
             }
         }
-        if (lane == 0) {
-            warp_best_v[warp] = best_v;
-            warp_best_i[warp] = best_i;
-        }
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            for (int w = 1; w < n_warps; ++w) {
-                if (ranks_before(warp_best_v[w], warp_best_i[w], best_v, best_i)) {
-                    best_v = warp_best_v[w];
-                    best_i = warp_best_i[w];
-                }
-            }
-            chosen[rank] = best_i;
-            taken[best_i] = 1;
-        }
-        __syncthreads();
+        if (lane == (best_i & 31)) taken[best_i] = 1;
+        if (lane == 0) chosen[rank] = best_i;
+        __syncwarp();
     }
 
-    if (threadIdx.x != 0) return;
+    if (lane != 0) return;
     if (margins != nullptr) {
         float margin = INFINITY;
         if (top < n_experts) {
@@ -138,6 +161,42 @@ __global__ void router_topk_kernel(const float* logits, int n_experts, int top, 
         experts[row * top + rank] = e;
         weights[row * top + rank] = normalize ? p[e] / sum : p[e];
     }
+}
+
+// One warp per row (a block's warps take consecutive rows): p = softmax(logits[row]) in shared
+// memory (ops.cpp's softmax: max, exp, sum, multiply by 1/sum; the sums in the warp's order), then
+// the top min(top + 1, E) by repeated warp argmax, with no block barrier (one block per row with a
+// block argmax per rank took ~10 µs at E = 512). Lane 0 writes the row's top experts, their
+// weights (renormalized over the top when `normalize`, summed in rank order as the CPU does) and
+// the margin (kth − (k+1)th) / kth (∞ when top == E).
+// logits: [T, E]; experts, weights: [T, top]; margins: [T] or null. grid ceil(T / warps).
+// With routing.table set (T ≤ the block's warps, one block), the block then turns the rows' top
+// experts into the layer's address table (build_device_routing): one launch instead of two.
+// Dynamic shared memory: warps · (E floats, (top + 1) ints, E bytes), at least E ints.
+__global__ void router_topk_kernel(const float* logits, int n_rows, int n_experts, int top,
+                                   bool normalize, int32_t* experts, float* weights, float* margins,
+                                   DeviceRouting routing) {
+    extern __shared__ float shared[];
+    const int warp = static_cast<int>(threadIdx.x) >> 5;
+    const int rows_per_block = static_cast<int>(blockDim.x) >> 5;
+    const int row = static_cast<int>(blockIdx.x) * rows_per_block + warp;
+    const auto e_count = static_cast<size_t>(n_experts);
+    float* all_p = shared;                                                       // [rows, E]
+    int* all_chosen = reinterpret_cast<int*>(all_p + rows_per_block * e_count);  // [rows, top + 1]
+    auto* all_taken = reinterpret_cast<unsigned char*>(all_chosen + rows_per_block * (top + 1));
+    float* p = all_p + warp * e_count;
+    int* chosen = all_chosen + warp * (top + 1);
+    unsigned char* taken = all_taken + warp * e_count;  // [E]
+    wait_for_previous_kernel();
+    allow_next_kernel();
+    if (row < n_rows) {
+        warp_router_topk(logits, row, n_experts, top, normalize, p, chosen, taken, experts, weights,
+                         margins);
+    }
+    if (routing.table == nullptr) return;  // the same for the whole block
+    __syncthreads();  // the rows' experts and weights (global memory) are seen by every thread
+    build_device_routing(experts, weights, n_rows, top, n_experts, routing,
+                         reinterpret_cast<int*>(shared));
 }
 
 // g[i] = silu(g[i]) · u[i] for i < n.
@@ -218,73 +277,37 @@ __global__ void moe_combine_kernel(const float* parts, const int32_t* part_rows,
     y[index] = sum + gate * shared_part;
 }
 
-// The routing of a layer the device pool holds whole (moe_forward_on_device), one block:
-//   table[0]     *first (the shared expert), when first is not null;
-//   table[F, F+U) the addresses of the union of the rows' experts (F = 1 with a first entry,
-//                else 0), in order of first appearance (any order gives the same bits: an
-//                expert's parts depend only on its weights and rows, and the combine sums in
-//                increasing expert index);
-//   *n_table     F + U; U is added to *hits;
-//   part_rows, part_weights [T, top]: each row's parts in increasing expert index, as
-//                moe_finish lays them out for moe_combine_kernel (part row = table index · T + t).
-// experts, weights: the router's [T, top], distinct experts per row; addresses: [E].
-// Dynamic shared memory: E ints.
-__global__ void device_routing_kernel(const int32_t* experts, const float* weights, int n_rows,
-                                      int top, int n_experts, const ExpertAddress* addresses,
-                                      const ExpertAddress* first, ExpertAddress* table,
-                                      int* n_table, int32_t* part_rows, float* part_weights,
-                                      unsigned long long* hits) {
-    extern __shared__ int union_index[];  // [E], −1: not routed
-    wait_for_previous_kernel();
-    allow_next_kernel();
-    const int tk = n_rows * top;
-    for (int e = static_cast<int>(threadIdx.x); e < n_experts; e += static_cast<int>(blockDim.x))
-        union_index[e] = -1;
-    __syncthreads();
-    if (threadIdx.x == 0) {  // at most 4 · top entries
-        const int n_first = first != nullptr ? 1 : 0;
-        if (first != nullptr) table[0] = *first;
-        int n = n_first;
-        for (int i = 0; i < tk; ++i) {
-            if (union_index[experts[i]] < 0) union_index[experts[i]] = n++;
-        }
-        *n_table = n;
-        atomicAdd(hits, static_cast<unsigned long long>(n - n_first));
-    }
-    __syncthreads();
-    for (int e = static_cast<int>(threadIdx.x); e < n_experts; e += static_cast<int>(blockDim.x)) {
-        if (union_index[e] >= 0) table[union_index[e]] = addresses[e];
-    }
-    for (int i = static_cast<int>(threadIdx.x); i < tk; i += static_cast<int>(blockDim.x)) {
-        const int t = i / top;
-        const int32_t e = experts[i];
-        int rank = 0;  // experts of the row below e
-        for (int j = t * top; j < (t + 1) * top; ++j) rank += experts[j] < e ? 1 : 0;
-        part_rows[t * top + rank] = union_index[e] * n_rows + t;
-        part_weights[t * top + rank] = weights[i];
-    }
-}
-
 unsigned blocks(int64_t n, int threads) {
     return static_cast<unsigned>((n + threads - 1) / threads);
 }
 
+// Shared memory of one row of router_topk_kernel, and its rows per block: four, fewer when their
+// probabilities would pass 48 KB.
+size_t router_row_bytes(const model_data::qwen4_exp::Config& c) {
+    return static_cast<size_t>(c.num_experts) * (sizeof(float) + 1) +
+           static_cast<size_t>(c.num_experts_per_tok + 1) * sizeof(int);
+}
+int router_rows_per_block(const model_data::qwen4_exp::Config& c) {
+    return static_cast<int>(std::clamp<size_t>((48U << 10) / router_row_bytes(c), 1, 4));
+}
+
 // Router logits and top-k of one layer on the device; with `record`, the trace's
-// "moe.router_logits" and "moe.margin". experts/weights: device [T, top].
+// "moe.router_logits" and "moe.margin". experts/weights: device [T, top]. With `routing`, the
+// same launch also routes the layer on the device (T ≤ router_rows_per_block).
 void route(const DeviceMoeWeights& weights, const float* mix, int64_t n_rows, float* logits,
            float* margins, int32_t* experts, float* expert_weights, const DeviceContext& ctx,
-           bool record, cudaStream_t stream) {
+           bool record, cudaStream_t stream, const DeviceRouting& routing = {}) {
     const auto& c = *ctx.config;
     const auto n_experts = static_cast<int>(c.num_experts);
     const auto top = static_cast<int>(c.num_experts_per_tok);
     linear_apply(weights.router, mix, n_rows, logits, stream);
     if (record) ctx.record("moe.router_logits", logits, n_rows * n_experts);
-    const size_t shared_bytes = (static_cast<size_t>(n_experts) + 32) * sizeof(float) +
-                                static_cast<size_t>(top + 1) * sizeof(int) +
-                                static_cast<size_t>(n_experts);
-    launch_dependent(router_topk_kernel, dim3(static_cast<unsigned>(n_rows)), dim3(kTopkThreads),
-                     shared_bytes, stream, logits, n_experts, top, c.norm_topk_prob, experts,
-                     expert_weights, record ? margins : nullptr);
+    const int rows = router_rows_per_block(c);
+    CHERENKOV_ASSERT(routing.table == nullptr || n_rows <= rows, "one block routes the layer");
+    launch_dependent(router_topk_kernel, dim3(static_cast<unsigned>((n_rows + rows - 1) / rows)),
+                     dim3(32 * rows), rows * router_row_bytes(c), stream, logits,
+                     static_cast<int>(n_rows), n_experts, top, c.norm_topk_prob, experts,
+                     expert_weights, record ? margins : nullptr, routing);
     if (record) ctx.record("moe.margin", margins, n_rows);
 }
 
@@ -760,7 +783,8 @@ const ExpertAddress* moe_on_device(const DeviceMoeWeights& weights, int64_t n_ro
                                    const DeviceContext& ctx) {
     // Traces read the routing back; the routed experts' kernels take 1-4 rows.
     if (n_rows < 1 || n_rows > kMaxGemvRows || ctx.trace != nullptr ||
-        ctx.routing_trace != nullptr || ctx.expert_pool == nullptr) {
+        ctx.routing_trace != nullptr || ctx.expert_pool == nullptr ||
+        n_rows > router_rows_per_block(*ctx.config)) {
         return nullptr;
     }
     return ctx.expert_pool->layer_addresses(weights.table_layer);
@@ -788,17 +812,19 @@ void moe_forward_on_device(const DeviceMoeWeights& weights, const ExpertAddress*
     DeviceScratch<float> logits(static_cast<size_t>(n_rows * c.num_experts), stream);
     DeviceScratch<int32_t> routing(2 * n_tk, stream);
     auto* routing_weights = reinterpret_cast<float*>(routing.data() + tk);
-    route(weights, mix, n_rows, logits.data(), nullptr, routing.data(), routing_weights, ctx, false,
-          stream);
     DeviceScratch<ExpertAddress> table(static_cast<size_t>(capacity), stream);
     DeviceScratch<int32_t> n_table(1, stream);
     DeviceScratch<int32_t> combine(2 * n_tk, stream);
-    launch_dependent(
-        device_routing_kernel, dim3(1), dim3(kTopkThreads),
-        static_cast<size_t>(c.num_experts) * sizeof(int), stream, routing.data(), routing_weights,
-        static_cast<int>(n_rows), static_cast<int>(top), static_cast<int>(c.num_experts), addresses,
-        shared_inside ? weights.shared_expert : nullptr, table.data(), n_table.data(),
-        combine.data(), reinterpret_cast<float*>(combine.data() + tk), pool.device_hits());
+    DeviceRouting on_device;
+    on_device.addresses = addresses;
+    on_device.first = shared_inside ? weights.shared_expert : nullptr;
+    on_device.table = table.data();
+    on_device.n_table = n_table.data();
+    on_device.part_rows = combine.data();
+    on_device.part_weights = reinterpret_cast<float*>(combine.data() + tk);
+    on_device.hits = pool.device_hits();
+    route(weights, mix, n_rows, logits.data(), nullptr, routing.data(), routing_weights, ctx, false,
+          stream, on_device);
 
     DeviceScratch<float> shared(shared_inside ? 0 : static_cast<size_t>(n_rows * h), stream);
     DeviceScratch<float> shared_gate(static_cast<size_t>(n_rows), stream);
