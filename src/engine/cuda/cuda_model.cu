@@ -532,8 +532,8 @@ void CudaModel::decoder_layer(const DeviceLayerWeights& w, const DeviceLayerWeig
         ctx.record("mlp_hc.mix", mix.data(), n_rows * h);
         ctx.record("mlp_hc.inject", inject.data(), n_rows * n_streams);
         if (on_device != nullptr) {
-            moe_forward_on_device(w.moe, on_device, mix.data(), n_rows, y.data(), ctx);
-            hyper_connection_combine(x, inject.data(), y.data(), n_rows, n_streams, h, stream_);
+            moe_forward_on_device(w.moe, on_device, mix.data(), n_rows, y.data(), ctx,
+                                  ResidualUpdate{x, inject.data(), n_streams});
         } else {
             moe_route(w.moe, next_moe, mix.data(), n_rows, ctx);
         }
@@ -562,8 +562,8 @@ void CudaModel::decoder_layer(const DeviceLayerWeights& w, const DeviceLayerWeig
         pool_->release_layer(w.moe.table_layer);
         ++device_routed_calls_;
     } else {
-        moe_finish(w.moe, next_moe, mix.data(), n_rows, y.data(), ctx);
-        hyper_connection_combine(x, inject.data(), y.data(), n_rows, n_streams, h, stream_);
+        moe_finish(w.moe, next_moe, mix.data(), n_rows, y.data(), ctx,
+                   ResidualUpdate{x, inject.data(), n_streams});
     }
     ctx.record("x_out", x, n_rows * width);
 }

@@ -274,6 +274,14 @@ void gated_deltanet_forward(const DeviceGatedDeltaNetWeights& weights,
 void sparse_attention_forward(const DeviceSparseAttentionWeights& weights,
                               DeviceAttentionCache& cache, const float* mix, int64_t n_rows,
                               int64_t first_position, float* y, const DeviceContext& ctx);
+// x[t, s·H + d] += inject[t, s] · y[t, d] for s < n_streams: the hyper-connection update after a
+// block, which an MoE call can apply as it writes y (hyper_connection_combine's arithmetic, in the
+// combine kernel). x null: no update.
+struct ResidualUpdate {
+    float* x = nullptr;
+    const float* inject = nullptr;
+    int64_t n_streams = 0;
+};
 void moe_forward(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, const float* mix,
                  int64_t n_rows, float* y, const DeviceContext& ctx);
 // moe_forward in two halves: moe_route queues the router(s), top-k and the read-back of the
@@ -282,7 +290,8 @@ void moe_forward(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, 
 void moe_route(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, const float* mix,
                int64_t n_rows, const DeviceContext& ctx);
 void moe_finish(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, const float* mix,
-                int64_t n_rows, float* y, const DeviceContext& ctx);
+                int64_t n_rows, float* y, const DeviceContext& ctx,
+                const ResidualUpdate& residual = {});
 // The MoE block with no host round trip, for decode calls whose layer the device pool holds
 // whole (every expert resident; DeviceExpertPool::layer_addresses): the routing becomes an
 // address table on the device and the routed experts follow it. moe_on_device decides (outside
@@ -293,6 +302,7 @@ void moe_finish(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, c
 const ExpertAddress* moe_on_device(const DeviceMoeWeights& weights, int64_t n_rows,
                                    const DeviceContext& ctx);
 void moe_forward_on_device(const DeviceMoeWeights& weights, const ExpertAddress* addresses,
-                           const float* mix, int64_t n_rows, float* y, const DeviceContext& ctx);
+                           const float* mix, int64_t n_rows, float* y, const DeviceContext& ctx,
+                           const ResidualUpdate& residual = {});
 
 }  // namespace cherenkov::engine::cuda

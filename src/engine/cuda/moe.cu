@@ -234,11 +234,13 @@ __global__ void scatter_rows_kernel(const float* yg, const int32_t* slots, int h
 // delivered experts in increasing expert index); y = routed + sigmoid(shared_gate[t]) · shared.
 // part_rows, part_weights: [T, top]; parts: [*, H]; shared, routed, y: [T, H]; shared_gate: [T].
 // A batch of the row's parts is loaded before any is added: loaded one after another (each
-// address read first) they were a chain of ~2·top dependent L2 round trips.
+// address read first) they were a chain of ~2·top dependent L2 round trips. With residual.x, also
+// the hyper-connection update x[t, s·H + d] += inject[t, s] · y[t, d] (hyper_connection_combine's
+// arithmetic, one launch less).
 __global__ void moe_combine_kernel(const float* parts, const int32_t* part_rows,
                                    const float* part_weights, int top, const float* shared,
                                    const float* shared_gate, int n_rows, int hidden, float* routed,
-                                   float* y) {
+                                   float* y, ResidualUpdate residual) {
     constexpr int kBatch = 16;
     wait_for_previous_kernel();
     allow_next_kernel();
@@ -274,7 +276,13 @@ __global__ void moe_combine_kernel(const float* parts, const int32_t* part_rows,
         }
     }
     routed[index] = sum;
-    y[index] = sum + gate * shared_part;
+    const float out = sum + gate * shared_part;
+    y[index] = out;
+    if (residual.x == nullptr) return;
+    for (int64_t s = 0; s < residual.n_streams; ++s) {
+        const int64_t ts = t * residual.n_streams + s;
+        residual.x[ts * hidden + d] += residual.inject[ts] * out;
+    }
 }
 
 unsigned blocks(int64_t n, int threads) {
@@ -791,7 +799,8 @@ const ExpertAddress* moe_on_device(const DeviceMoeWeights& weights, int64_t n_ro
 }
 
 void moe_forward_on_device(const DeviceMoeWeights& weights, const ExpertAddress* addresses,
-                           const float* mix, int64_t n_rows, float* y, const DeviceContext& ctx) {
+                           const float* mix, int64_t n_rows, float* y, const DeviceContext& ctx,
+                           const ResidualUpdate& residual) {
     const auto& c = *ctx.config;
     const cudaStream_t stream = ctx.stream;
     const int64_t h = c.hidden_size;
@@ -844,7 +853,7 @@ void moe_forward_on_device(const DeviceMoeWeights& weights, const ExpertAddress*
                      dim3(kElementwiseThreads), 0, stream, parts.data(), combine.data(),
                      reinterpret_cast<const float*>(combine.data() + tk), static_cast<int>(top),
                      shared_inside ? parts.data() : shared.data(), shared_gate.data(),
-                     static_cast<int>(n_rows), static_cast<int>(h), routed.data(), y);
+                     static_cast<int>(n_rows), static_cast<int>(h), routed.data(), y, residual);
 }
 
 void moe_forward(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, const float* mix,
@@ -854,7 +863,8 @@ void moe_forward(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, 
 }
 
 void moe_finish(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, const float* mix,
-                int64_t n_rows, float* y, const DeviceContext& ctx) {
+                int64_t n_rows, float* y, const DeviceContext& ctx,
+                const ResidualUpdate& residual) {
     if (n_rows <= 0) return;
     const RouteShape shape = route_shape(next, n_rows, ctx);
     const cudaStream_t stream = ctx.stream;
@@ -923,7 +933,7 @@ void moe_finish(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, c
                      dim3(kElementwiseThreads), 0, stream, routed_experts.parts(), combine.data(),
                      reinterpret_cast<const float*>(combine.data() + tk), static_cast<int>(top),
                      shared.data(), shared_gate.data(), static_cast<int>(n_rows),
-                     static_cast<int>(h), routed.data(), y);
+                     static_cast<int>(h), routed.data(), y, residual);
     ctx.record("moe.routed_out", routed.data(), n_rows * h);
     ctx.record("moe.out", y, n_rows * h);
     complete_layer(weights, ctx);
