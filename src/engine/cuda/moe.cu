@@ -832,22 +832,31 @@ void moe_forward_on_device(const DeviceMoeWeights& weights, const ExpertAddress*
     on_device.part_rows = combine.data();
     on_device.part_weights = reinterpret_cast<float*>(combine.data() + tk);
     on_device.hits = pool.device_hits();
-    route(weights, mix, n_rows, logits.data(), nullptr, routing.data(), routing_weights, ctx, false,
-          stream, on_device);
-
     DeviceScratch<float> shared(shared_inside ? 0 : static_cast<size_t>(n_rows * h), stream);
     DeviceScratch<float> shared_gate(static_cast<size_t>(n_rows), stream);
-    if (shared_inside) {
-        linear_apply(weights.shared_expert_gate, mix, n_rows, shared_gate.data(), stream);
-    } else {
-        shared_expert(weights, mix, n_rows, shared.data(), shared_gate.data(), ctx);
-    }
-
     DeviceScratch<float> h_scratch(static_cast<size_t>(capacity * n_rows * c.moe_intermediate_size),
                                    stream);
     DeviceScratch<float> parts(static_cast<size_t>(capacity * n_rows * h), stream);
+
+    // The shared expert's gate (and the shared expert when it is not in the routed launches) on a
+    // side stream beside the routing and the routed experts: only the combine needs them.
+    const SideStreams* side = ctx.trace == nullptr ? ctx.side : nullptr;
+    DeviceContext shared_ctx = ctx;
+    if (side != nullptr) {
+        side->fork(stream, 1);
+        shared_ctx.stream = side->get(0);
+    }
+    if (shared_inside) {
+        linear_apply(weights.shared_expert_gate, mix, n_rows, shared_gate.data(),
+                     shared_ctx.stream);
+    } else {
+        shared_expert(weights, mix, n_rows, shared.data(), shared_gate.data(), shared_ctx);
+    }
+    route(weights, mix, n_rows, logits.data(), nullptr, routing.data(), routing_weights, ctx, false,
+          stream, on_device);
     affine_experts_swiglu_parts(shape, table.data(), capacity, mix, static_cast<int>(n_rows),
                                 h_scratch.data(), parts.data(), stream, n_table.data());
+    if (side != nullptr) side->join(stream, 1);
     DeviceScratch<float> routed(static_cast<size_t>(n_rows * h), stream);
     launch_dependent(moe_combine_kernel, dim3(blocks(n_rows * h, kElementwiseThreads)),
                      dim3(kElementwiseThreads), 0, stream, parts.data(), combine.data(),
