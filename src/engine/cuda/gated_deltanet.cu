@@ -32,9 +32,11 @@ namespace {
 using model_data::qwen4_exp::GateActivation;
 
 constexpr int kElementwiseThreads = 256;
-constexpr int kCols = 32;        // value columns per recurrence block: lane = column
-constexpr int kKeySplit = 8;     // warps per recurrence block, each owning dk / 8 key rows
-constexpr float kL2Eps = 1e-6F;  // engine::l2_normalize: x / sqrt(Σx² + 1e-6)
+constexpr int kCols = 32;          // value columns per recurrence block: lane = column
+constexpr int kKeySplit = 8;       // warps per recurrence block, each owning dk / 8 key rows
+constexpr float kL2Eps = 1e-6F;    // engine::l2_normalize: x / sqrt(Σx² + 1e-6)
+constexpr int kNormThreads = 256;  // gated_rms_norm_kernel: rms_norm_rows's block, for its bits
+constexpr int kMaxStepTaps = 8;    // conv_step_kernel's window: taps − 1 + kMaxGemvRows values
 // Calls of at least this many rows (and no snapshots) take the chunked recurrence. Chosen without
 // measuring: the token-by-token kernel's time grows with the rows (three block barriers and a
 // dependent global load per row), while the chunked one costs two launches and, per 64-row
@@ -60,6 +62,36 @@ __global__ void conv_silu_kernel(const float* __restrict__ hist, const float* __
     float sum = 0.0F;
     for (int j = 0; j < taps; ++j) sum += w[ch * taps + j] * hist[(t + j) * conv_dim + ch];
     out[index] = silu_f(sum);
+}
+
+// conv_silu_kernel for decode calls (n_rows ≤ kMaxGemvRows, taps ≤ kMaxStepTaps) without the
+// history copies around it: one thread per channel holds the window [the state's taps−1 rows ;
+// the call's rows], writes out as conv_silu_kernel does (the same sums in the same order), each
+// row's snapshot of the state (when `snapshots` is not null: [T, (taps−1)·conv_dim]) and the
+// state after the last row, in place (a channel's state is read and written by its thread only).
+// state: [taps−1, conv_dim]; rows: [n_rows, conv_dim]; w: [conv_dim, taps]; out: [n_rows,
+// conv_dim].
+__global__ void conv_step_kernel(float* state, const float* __restrict__ rows,
+                                 const float* __restrict__ w, int n_rows, int64_t conv_dim,
+                                 int taps, float* __restrict__ out, float* __restrict__ snapshots) {
+    wait_for_previous_kernel();
+    allow_next_kernel();
+    const int64_t ch = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (ch >= conv_dim) return;
+    const int kept = taps - 1;
+    float window[kMaxStepTaps - 1 + kMaxGemvRows];
+    for (int j = 0; j < kept; ++j) window[j] = state[j * conv_dim + ch];
+    for (int t = 0; t < n_rows; ++t) window[kept + t] = rows[t * conv_dim + ch];
+    for (int t = 0; t < n_rows; ++t) {
+        float sum = 0.0F;
+        for (int j = 0; j < taps; ++j) sum += w[ch * taps + j] * window[t + j];
+        out[t * conv_dim + ch] = silu_f(sum);
+        if (snapshots != nullptr) {
+            for (int j = 0; j < kept; ++j)
+                snapshots[(t * kept + j) * conv_dim + ch] = window[t + 1 + j];
+        }
+    }
+    for (int j = 0; j < kept; ++j) state[j * conv_dim + ch] = window[n_rows + j];
 }
 
 // In place on conv [n_rows, conv_dim]: the 2·Hk head vectors of dk values at the start of each
@@ -184,15 +216,26 @@ __global__ void conv_snapshot_kernel(const float* __restrict__ hist, int64_t n_r
     out[index] = hist[(t + 1) * conv_dim + m];
 }
 
-// heads[i] *= act(z[i]) over n values (the gate after the per-head RMS norm).
-__global__ void output_gate_kernel(float* __restrict__ heads, const float* __restrict__ z,
-                                   int64_t n, bool sigmoid_gate) {
+// The gated RMS norm in place, one block of kNormThreads per (row, value head) of dv values:
+// x = x / sqrt(mean(x²) + eps) · w, then x *= act(z) (rms_norm_rows then the gate, the same
+// operations in the same order, in one launch). heads, z: [T·Hv, dv]; w: [dv] or null.
+__global__ void gated_rms_norm_kernel(float* __restrict__ heads, const float* __restrict__ w,
+                                      const float* __restrict__ z, int64_t dv, float eps,
+                                      bool sigmoid_gate) {
+    __shared__ float partial[32];
     wait_for_previous_kernel();
     allow_next_kernel();
-    const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (index >= n) return;
-    const float zi = z[index];
-    heads[index] = heads[index] * (sigmoid_gate ? sigmoid_f(zi) : silu_f(zi));
+    float* x = heads + static_cast<int64_t>(blockIdx.x) * dv;
+    const float* zr = z + static_cast<int64_t>(blockIdx.x) * dv;
+    float sum = 0.0F;
+    for (int64_t i = threadIdx.x; i < dv; i += blockDim.x) sum += x[i] * x[i];
+    sum = block_sum(sum, partial);
+    const float inv = 1.0F / sqrtf(sum / static_cast<float>(dv) + eps);
+    for (int64_t i = threadIdx.x; i < dv; i += blockDim.x) {
+        const float normed = x[i] * inv * (w != nullptr ? w[i] : 1.0F);
+        const float zi = zr[i];
+        x[i] = normed * (sigmoid_gate ? sigmoid_f(zi) : silu_f(zi));
+    }
 }
 
 void launch_delta_rule(const DeltaRuleParams& params, cudaStream_t stream) {
@@ -262,9 +305,11 @@ void gated_deltanet_forward(const DeviceGatedDeltaNetWeights& weights,
     float* conv = a_raw + gate_size;
     float* heads = conv + conv_size;
 
-    // hist = [the state's Kc-1 pre-conv rows ; this call's in_qkv rows]
+    // hist = [the state's Kc-1 pre-conv rows ; this call's in_qkv rows]. Decode calls read the
+    // state in place instead (conv_step_kernel): no copies in or out.
+    const bool step = n_rows <= kMaxGemvRows && taps <= kMaxStepTaps;
     const auto state_bytes = static_cast<size_t>(kept * conv_dim) * sizeof(float);
-    if (state_bytes > 0) {
+    if (state_bytes > 0 && !step) {
         CHERENKOV_CUDA_CHECK(
             cudaMemcpyAsync(hist, state.conv, state_bytes, cudaMemcpyDeviceToDevice, stream));
     }
@@ -277,9 +322,16 @@ void gated_deltanet_forward(const DeviceGatedDeltaNetWeights& weights,
     linear_apply(weights.in_a, mix, n_rows, a_raw, side != nullptr ? side->get(2) : stream);
     if (side != nullptr) side->join(stream, 3);
 
-    launch_dependent(conv_silu_kernel, dim3(blocks_for(n_rows * conv_dim, kElementwiseThreads)),
-                     dim3(kElementwiseThreads), 0, stream, hist, weights.conv, n_rows, conv_dim,
-                     static_cast<int>(taps), conv);
+    if (step) {
+        launch_dependent(conv_step_kernel, dim3(blocks_for(conv_dim, kElementwiseThreads)),
+                         dim3(kElementwiseThreads), 0, stream, state.conv, hist + kept * conv_dim,
+                         weights.conv, static_cast<int>(n_rows), conv_dim, static_cast<int>(taps),
+                         conv, ctx.gdn_conv_snapshots);
+    } else {
+        launch_dependent(conv_silu_kernel, dim3(blocks_for(n_rows * conv_dim, kElementwiseThreads)),
+                         dim3(kElementwiseThreads), 0, stream, hist, weights.conv, n_rows, conv_dim,
+                         static_cast<int>(taps), conv);
+    }
     const float q_scale = 1.0F / std::sqrt(static_cast<float>(dk));
     launch_dependent(qk_l2_norm_kernel,
                      dim3(static_cast<unsigned>(n_rows), static_cast<unsigned>(2 * n_key_heads)),
@@ -309,21 +361,20 @@ void gated_deltanet_forward(const DeviceGatedDeltaNetWeights& weights,
         launch_delta_rule(params, stream);
     }
 
-    if (ctx.gdn_conv_snapshots != nullptr && kept > 0) {
+    if (ctx.gdn_conv_snapshots != nullptr && kept > 0 && !step) {
         const int64_t n = n_rows * kept * conv_dim;
         launch_dependent(conv_snapshot_kernel, dim3(blocks_for(n, kElementwiseThreads)),
                          dim3(kElementwiseThreads), 0, stream, hist, n_rows, conv_dim,
                          kept * conv_dim, ctx.gdn_conv_snapshots);
     }
-    if (state_bytes > 0) {
+    if (state_bytes > 0 && !step) {
         CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(state.conv, hist + n_rows * conv_dim, state_bytes,
                                              cudaMemcpyDeviceToDevice, stream));
     }
 
     // Gated RMSNorm per head (plain w over dv, norm before gate), then out_proj.
-    rms_norm_rows(heads, weights.norm, n_rows * n_value_heads, dv, dv, ctx.eps(), heads, stream);
-    launch_dependent(output_gate_kernel, dim3(blocks_for(n_rows * value_dim, kElementwiseThreads)),
-                     dim3(kElementwiseThreads), 0, stream, heads, z, n_rows * value_dim,
+    launch_dependent(gated_rms_norm_kernel, dim3(static_cast<unsigned>(n_rows * n_value_heads)),
+                     dim3(kNormThreads), 0, stream, heads, weights.norm, z, dv, ctx.eps(),
                      c.output_gate == GateActivation::Sigmoid);
     linear_apply(weights.out, heads, n_rows, y, stream);
 }
