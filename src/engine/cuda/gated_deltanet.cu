@@ -3,7 +3,9 @@
 // recurrence, the gated RMS norm and the out projection. All float32. The recurrence runs token
 // by token (below) for decode and verification calls, which need per-row snapshots, and for
 // short calls; prefill calls of kMinChunkedRows rows or more without snapshots use the chunked
-// form of delta_rule_chunked.cu instead, equal up to float rounding.
+// form of delta_rule_chunked.cu instead, equal up to float rounding. Decode calls (≤ 4 rows) run
+// the conv on the conv state in place (conv_step_kernel); longer calls copy it into a history
+// buffer and back.
 // The recurrence keeps each thread's slice of S [dk, dv] in registers across the rows: a block
 // owns one value head and 32 value columns (one per lane, so state loads are coalesced), its 8
 // warps split the dk key rows, and the sums over dk are combined through shared memory in warp
