@@ -127,8 +127,10 @@ __device__ void warp_router_topk(const float* logits, int row, int n_experts, in
         float best_v = -INFINITY;
         int best_i = INT_MAX;
         for (int e = lane; e < n_experts; e += 32) {
-            if (taken[e] == 0 && ranks_before(p[e], e, best_v, best_i)) {
-                best_v = p[e];
+            // A NaN ranks as −∞, so every rank names an expert (never INT_MAX) whatever the logits.
+            const float v = p[e] == p[e] ? p[e] : -INFINITY;
+            if (taken[e] == 0 && ranks_before(v, e, best_v, best_i)) {
+                best_v = v;
                 best_i = e;
             }
         }

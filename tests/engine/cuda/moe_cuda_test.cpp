@@ -127,6 +127,40 @@ TEST_F(CudaMoe, MinimalPoolGivesIdenticalBits) {
 }
 
 // Trace tensors under the CPU's names and values, and the routing trace's lines.
+// A row whose router logits are NaN (a NaN in the hidden state) still routes to `top` distinct
+// experts in range (NaN ranks as −∞, ties go to the smaller index): the call finishes instead of
+// asking the pool for an expert that does not exist.
+TEST_F(CudaMoe, NanRowsStillRouteToExpertsInRange) {
+    MoeCheck gpu(*engine_->weights, engine_->experts, all_experts());
+    const int64_t n_rows = 3;
+    std::vector<float> mix = random_mix(n_rows * hidden(), 5);
+    for (int64_t d = 0; d < hidden(); ++d) mix[static_cast<size_t>(hidden() + d)] = NAN;  // row 1
+    std::ostringstream routing;
+    gpu.run(0, mix, n_rows, true, nullptr, &routing);
+    const int64_t top = engine_->weights->config.num_experts_per_tok;
+    const int64_t n_experts = engine_->weights->config.num_experts;
+    std::istringstream lines(routing.str());
+    std::string line;
+    int64_t n_lines = 0;
+    while (std::getline(lines, line)) {
+        std::istringstream tokens(line);
+        int64_t step = 0, layer = 0, row = 0;
+        tokens >> step >> layer >> row;
+        std::vector<int64_t> experts;
+        std::string choice;
+        while (tokens >> choice) experts.push_back(std::stoll(choice.substr(0, choice.find(':'))));
+        ASSERT_EQ(static_cast<int64_t>(experts.size()), top) << line;
+        for (const int64_t e : experts) {
+            EXPECT_GE(e, 0) << line;
+            EXPECT_LT(e, n_experts) << line;
+        }
+        std::sort(experts.begin(), experts.end());
+        EXPECT_EQ(std::adjacent_find(experts.begin(), experts.end()), experts.end()) << line;
+        ++n_lines;
+    }
+    EXPECT_EQ(n_lines, n_rows);
+}
+
 TEST_F(CudaMoe, RecordsTheCpuTraceAndRoutingTrace) {
     MoeCheck gpu(*engine_->weights, engine_->experts, all_experts());
     const int64_t n_rows = 3;
