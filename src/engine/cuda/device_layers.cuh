@@ -257,6 +257,11 @@ int elementwise_blocks(int64_t n);
 // values, may be null; in place allowed. x, y: [n_rows, n].
 void rms_norm_rows(const float* x, const float* w, int64_t n_rows, int64_t n, int64_t group,
                    float eps, float* y, cudaStream_t stream);
+// rms_norm_rows, then y *= sigmoid(gate) (sigmoid_gate) or silu(gate); gate [n_rows, n] or null.
+// One launch; the same operations in the same order as the norm and then the gate.
+void gated_rms_norm_rows(const float* x, const float* w, const float* gate, bool sigmoid_gate,
+                         int64_t n_rows, int64_t n, int64_t group, float eps, float* y,
+                         cudaStream_t stream);
 // x[t, s·H + d] += w[t, s] · y[t, d]
 void hyper_connection_combine(float* x, const float* inject, const float* y, int64_t n_rows,
                               int64_t n_streams, int64_t hidden, cudaStream_t stream);

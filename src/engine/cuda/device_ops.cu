@@ -12,9 +12,10 @@ namespace {
 
 constexpr int kNormThreads = 256;
 
-// One block per (row, group): y = x / sqrt(mean(x²) + eps) · w.
+// One block per (row, group): y = x / sqrt(mean(x²) + eps) · w, then, with a gate z (laid out
+// like x), y *= sigmoid(z) or silu(z).
 __global__ void rms_norm_kernel(const float* x, const float* w, int64_t n, int64_t group, float eps,
-                                float* y) {
+                                float* y, const float* gate, bool sigmoid_gate) {
     __shared__ float partial[32];
     wait_for_previous_kernel();
     allow_next_kernel();
@@ -27,8 +28,11 @@ __global__ void rms_norm_kernel(const float* x, const float* w, int64_t n, int64
     const float inv = 1.0F / sqrtf(sum / static_cast<float>(group) + eps);
     const float* wr = w != nullptr ? w + static_cast<int64_t>(blockIdx.y) * group : nullptr;
     float* yr = y + start;
+    const float* zr = gate != nullptr ? gate + start : nullptr;
     for (int64_t i = threadIdx.x; i < group; i += blockDim.x) {
-        yr[i] = xr[i] * inv * (wr != nullptr ? wr[i] : 1.0F);
+        float v = xr[i] * inv * (wr != nullptr ? wr[i] : 1.0F);
+        if (zr != nullptr) v = v * (sigmoid_gate ? sigmoid_f(zr[i]) : silu_f(zr[i]));
+        yr[i] = v;
     }
 }
 
@@ -55,13 +59,20 @@ int elementwise_blocks(int64_t n) {
 
 void rms_norm_rows(const float* x, const float* w, int64_t n_rows, int64_t n, int64_t group,
                    float eps, float* y, cudaStream_t stream) {
+    gated_rms_norm_rows(x, w, nullptr, false, n_rows, n, group, eps, y, stream);
+}
+
+void gated_rms_norm_rows(const float* x, const float* w, const float* gate, bool sigmoid_gate,
+                         int64_t n_rows, int64_t n, int64_t group, float eps, float* y,
+                         cudaStream_t stream) {
     if (n_rows == 0) return;
     if (group <= 0 || n % group != 0) {
         throw_internal("[rms_norm_rows] width " + std::to_string(n) +
                        " is not a multiple of the group " + std::to_string(group));
     }
     const dim3 grid(static_cast<unsigned>(n_rows), static_cast<unsigned>(n / group));
-    launch_dependent(rms_norm_kernel, grid, dim3(kNormThreads), 0, stream, x, w, n, group, eps, y);
+    launch_dependent(rms_norm_kernel, grid, dim3(kNormThreads), 0, stream, x, w, n, group, eps, y,
+                     gate, sigmoid_gate);
 }
 
 void hyper_connection_combine(float* x, const float* inject, const float* y, int64_t n_rows,

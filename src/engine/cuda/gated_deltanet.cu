@@ -34,11 +34,10 @@ namespace {
 using model_data::qwen4_exp::GateActivation;
 
 constexpr int kElementwiseThreads = 256;
-constexpr int kCols = 32;          // value columns per recurrence block: lane = column
-constexpr int kKeySplit = 8;       // warps per recurrence block, each owning dk / 8 key rows
-constexpr float kL2Eps = 1e-6F;    // engine::l2_normalize: x / sqrt(Σx² + 1e-6)
-constexpr int kNormThreads = 256;  // gated_rms_norm_kernel: rms_norm_rows's block, for its bits
-constexpr int kMaxStepTaps = 8;    // conv_step_kernel's window: taps − 1 + kMaxGemvRows values
+constexpr int kCols = 32;        // value columns per recurrence block: lane = column
+constexpr int kKeySplit = 8;     // warps per recurrence block, each owning dk / 8 key rows
+constexpr float kL2Eps = 1e-6F;  // engine::l2_normalize: x / sqrt(Σx² + 1e-6)
+constexpr int kMaxStepTaps = 8;  // conv_step_kernel's window: taps − 1 + kMaxGemvRows values
 // Calls of at least this many rows (and no snapshots) take the chunked recurrence. Chosen without
 // measuring: the token-by-token kernel's time grows with the rows (three block barriers and a
 // dependent global load per row), while the chunked one costs two launches and, per 64-row
@@ -218,28 +217,6 @@ __global__ void conv_snapshot_kernel(const float* __restrict__ hist, int64_t n_r
     out[index] = hist[(t + 1) * conv_dim + m];
 }
 
-// The gated RMS norm in place, one block of kNormThreads per (row, value head) of dv values:
-// x = x / sqrt(mean(x²) + eps) · w, then x *= act(z) (rms_norm_rows then the gate, the same
-// operations in the same order, in one launch). heads, z: [T·Hv, dv]; w: [dv] or null.
-__global__ void gated_rms_norm_kernel(float* __restrict__ heads, const float* __restrict__ w,
-                                      const float* __restrict__ z, int64_t dv, float eps,
-                                      bool sigmoid_gate) {
-    __shared__ float partial[32];
-    wait_for_previous_kernel();
-    allow_next_kernel();
-    float* x = heads + static_cast<int64_t>(blockIdx.x) * dv;
-    const float* zr = z + static_cast<int64_t>(blockIdx.x) * dv;
-    float sum = 0.0F;
-    for (int64_t i = threadIdx.x; i < dv; i += blockDim.x) sum += x[i] * x[i];
-    sum = block_sum(sum, partial);
-    const float inv = 1.0F / sqrtf(sum / static_cast<float>(dv) + eps);
-    for (int64_t i = threadIdx.x; i < dv; i += blockDim.x) {
-        const float normed = x[i] * inv * (w != nullptr ? w[i] : 1.0F);
-        const float zi = zr[i];
-        x[i] = normed * (sigmoid_gate ? sigmoid_f(zi) : silu_f(zi));
-    }
-}
-
 void launch_delta_rule(const DeltaRuleParams& params, cudaStream_t stream) {
     const dim3 grid(static_cast<unsigned>(params.n_value_heads), blocks_for(params.dv, kCols));
     const int threads = kCols * kKeySplit;
@@ -375,9 +352,8 @@ void gated_deltanet_forward(const DeviceGatedDeltaNetWeights& weights,
     }
 
     // Gated RMSNorm per head (plain w over dv, norm before gate), then out_proj.
-    launch_dependent(gated_rms_norm_kernel, dim3(static_cast<unsigned>(n_rows * n_value_heads)),
-                     dim3(kNormThreads), 0, stream, heads, weights.norm, z, dv, ctx.eps(),
-                     c.output_gate == GateActivation::Sigmoid);
+    gated_rms_norm_rows(heads, weights.norm, z, c.output_gate == GateActivation::Sigmoid,
+                        n_rows * n_value_heads, dv, dv, ctx.eps(), heads, stream);
     linear_apply(weights.out, heads, n_rows, y, stream);
 }
 
