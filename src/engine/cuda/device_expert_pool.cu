@@ -80,6 +80,7 @@ DeviceExpertPool::DeviceExpertPool(const store::ExpertLayout& layout, int64_t n_
     resident_in_layer_.assign(static_cast<size_t>(layout.n_layers()), 0);
     on_device_.assign(static_cast<size_t>(layout.n_layers()), false);
     left_incomplete_.assign(static_cast<size_t>(layout.n_layers()), false);
+    layer_release_.assign(static_cast<size_t>(layout.n_layers()), -1);
     slots_.resize(static_cast<size_t>(n_slots));
     slot_of_key_.assign(layout.n_records() * (kMaxBits + 1), -1);
     layout_by_bits_.resize(kMaxBits + 1);
@@ -157,6 +158,13 @@ int32_t DeviceExpertPool::take_victim() {
         if (s.pins > 0) continue;
         lru_unlink(slot);
         if (s.key >= 0) {  // -1: an earlier upload into it failed
+            // Kernels of a layer routed on the device may read any of its slots: the copy into
+            // this one (queued next on the copy stream) waits for the layer's last release too.
+            const int32_t layer_release = layer_release_[layer_of_key(s.key)];
+            if (layer_release >= 0) {
+                CHERENKOV_CUDA_CHECK(cudaStreamWaitEvent(
+                    impl_->copy, impl_->release[static_cast<size_t>(layer_release)], 0));
+            }
             count_resident(s.key, -1);
             slot_of_key_[static_cast<size_t>(s.key)] = -1;
             s.key = -1;
@@ -263,9 +271,13 @@ void DeviceExpertPool::release_pinned() {
     pinned_.clear();
 }
 
+size_t DeviceExpertPool::layer_of_key(int64_t key) const {
+    return static_cast<size_t>(key / (kMaxBits + 1) / layout_.n_experts);
+}
+
 void DeviceExpertPool::count_resident(int64_t key, int delta) {
     if (key % (kMaxBits + 1) != layout_.bits) return;
-    const auto layer = static_cast<size_t>(key / (kMaxBits + 1) / layout_.n_experts);
+    const size_t layer = layer_of_key(key);
     resident_in_layer_[layer] += delta;
     // The next use of the layer takes the host path again (an upload into the evicted slot waits
     // for the layer's last release_layer() event, as for any slot).
@@ -304,10 +316,7 @@ void DeviceExpertPool::release_layer(int64_t layer) {
     impl_->next_release = (index + 1) % kReleaseRing;
     CHERENKOV_CUDA_CHECK(
         cudaEventRecord(impl_->release[static_cast<size_t>(index)], impl_->compute));
-    for (int32_t e = 0; e < layout_.n_experts; ++e) {
-        const int32_t slot = slot_of(layer, e, layout_.bits);
-        if (slot >= 0) slots_[static_cast<size_t>(slot)].release = index;
-    }
+    layer_release_[static_cast<size_t>(layer)] = index;
 }
 
 unsigned long long* DeviceExpertPool::device_hits() const {

@@ -109,8 +109,9 @@ public:
     // compute stream the first time it is asked for), else null. An eviction of one of the
     // layer's records unmaps it. Never call it while the compute stream is being captured.
     const ExpertAddress* layer_addresses(int64_t layer);
-    // After queuing the kernels that followed layer_addresses(layer): one release event for every
-    // slot of the layer (as release_pinned() records for pinned slots).
+    // After queuing the kernels that followed layer_addresses(layer): records one release event
+    // for the layer, which a copy into any of its slots waits for (as release_pinned() does for
+    // pinned slots), without touching the layer's slots one by one.
     void release_layer(int64_t layer);
     // Device counter [1] that kernels routing on the device add their experts' uses to; counters()
     // reports them as hits.
@@ -157,6 +158,7 @@ private:
     };
 
     int64_t key_of(int64_t layer, int32_t expert, int bits) const;
+    size_t layer_of_key(int64_t key) const;  // the table layer of a key_of() key
     const store::ExpertLayout& layout_for(int bits);
     DeviceExpert view_of(int32_t slot, int bits);
     int32_t take_victim();
@@ -183,6 +185,7 @@ private:
     std::vector<int32_t> resident_in_layer_;
     std::vector<bool> on_device_;
     std::vector<bool> left_incomplete_;
+    std::vector<int32_t> layer_release_;  // per table layer: release_layer()'s ring entry, or -1
     DeviceExpertPoolCounters counters_;
 };
 
