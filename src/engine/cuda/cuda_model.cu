@@ -19,6 +19,7 @@
 #include "engine/cuda/dependent_launch.cuh"
 #include "engine/cuda/device_expert_pool.h"
 #include "engine/cuda/device_layers.cuh"
+#include "engine/cuda/device_math.cuh"
 #include "engine/cuda/device_weights.h"
 #include "engine/cuda/token_select.h"
 #include "engine/experts/expert_source.h"
@@ -33,8 +34,32 @@ namespace q4 = model_data::qwen4_exp;
 
 // ---- kernels ----
 
+// W[row][d], affine (any bit width) or float32.
+__device__ __forceinline__ float embedding_value(const DeviceLinear& w, int64_t row, int64_t d) {
+    if (!w.quantized) return w.dense[row * w.cols + d];
+    const DeviceAffineMatrix& a = w.affine;
+    const int64_t row_bytes = a.cols * a.bits / 8;
+    const uint8_t* codes = a.codes + row * row_bytes;
+    const int64_t bit = d * a.bits;
+    const int64_t byte = bit >> 3;
+    uint32_t word = codes[byte];
+    if (byte + 1 < row_bytes) word |= static_cast<uint32_t>(codes[byte + 1]) << 8;
+    const uint32_t q = (word >> (bit & 7)) & ((1U << a.bits) - 1U);
+    const int64_t g = row * (a.cols / a.group_size) + d / a.group_size;
+    const float scale = __uint_as_float(static_cast<uint32_t>(a.scales[g]) << 16);
+    const float bias = __uint_as_float(static_cast<uint32_t>(a.biases[g]) << 16);
+    return scale * static_cast<float>(q) + bias;
+}
+
+__device__ __forceinline__ void store_embedding(float v, int64_t t, int64_t d, int64_t h,
+                                                int64_t n_streams, float* out, float* first) {
+    first[t * h + d] = v;
+    for (int64_t s = 0; s < n_streams; ++s) out[(t * n_streams + s) * h + d] = v;
+}
+
 // out[t, s·H + d] = W[token_t][d] for every stream s (the embedding, replicated), and
-// first[t, d] = the same row (the trace's "embed"). W affine (any bit width) or float32.
+// first[t, d] = the same row (the trace's "embed"). A row that fits a row slice is read whole
+// before anything is stored (load_row_slice's reason).
 __global__ void embed_kernel(DeviceLinear w, const int32_t* tokens, int64_t n_streams, float* out,
                              float* first) {
     wait_for_previous_kernel();
@@ -42,26 +67,23 @@ __global__ void embed_kernel(DeviceLinear w, const int32_t* tokens, int64_t n_st
     const int64_t t = blockIdx.x;
     const int64_t h = w.cols;
     const int64_t row = tokens[t];
-    for (int64_t d = threadIdx.x; d < h; d += blockDim.x) {
-        float v;
-        if (w.quantized) {
-            const DeviceAffineMatrix& a = w.affine;
-            const int64_t row_bytes = a.cols * a.bits / 8;
-            const uint8_t* codes = a.codes + row * row_bytes;
-            const int64_t bit = d * a.bits;
-            const int64_t byte = bit >> 3;
-            uint32_t word = codes[byte];
-            if (byte + 1 < row_bytes) word |= static_cast<uint32_t>(codes[byte + 1]) << 8;
-            const uint32_t q = (word >> (bit & 7)) & ((1U << a.bits) - 1U);
-            const int64_t g = row * (a.cols / a.group_size) + d / a.group_size;
-            const float scale = __uint_as_float(static_cast<uint32_t>(a.scales[g]) << 16);
-            const float bias = __uint_as_float(static_cast<uint32_t>(a.biases[g]) << 16);
-            v = scale * static_cast<float>(q) + bias;
-        } else {
-            v = w.dense[row * h + d];
+    if (row_fits_slice(h)) {
+        float v[kRowSlice];
+#pragma unroll
+        for (int j = 0; j < kRowSlice; ++j) {
+            const int64_t d = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
+            v[j] = d < h ? embedding_value(w, row, d) : 0.0F;
         }
-        first[t * h + d] = v;
-        for (int64_t s = 0; s < n_streams; ++s) out[(t * n_streams + s) * h + d] = v;
+#pragma unroll
+        for (int j = 0; j < kRowSlice; ++j) {
+            const int64_t d = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
+            if (d >= h) break;
+            store_embedding(v[j], t, d, h, n_streams, out, first);
+        }
+        return;
+    }
+    for (int64_t d = threadIdx.x; d < h; d += blockDim.x) {
+        store_embedding(embedding_value(w, row, d), t, d, h, n_streams, out, first);
     }
 }
 

@@ -54,6 +54,25 @@ __device__ __forceinline__ float block_max(float v, float* shared) {
     return warp_max(v);
 }
 
+// A block's share of a row held in registers: element threadIdx.x + j·blockDim.x in v[j], zero
+// past n. Every load is issued before any is used. Why: a loop that loads, computes and stores
+// one element at a time waits a memory round trip per iteration (the compiler may not move a
+// load above a store that could alias it), and a single-block row kernel over 2560 values took
+// ~10 µs that way. Rows longer than kRowSlice · blockDim.x take the kernels' loops instead.
+constexpr int kRowSlice = 16;
+
+__device__ __forceinline__ bool row_fits_slice(int64_t n) {
+    return n <= static_cast<int64_t>(kRowSlice) * blockDim.x;
+}
+
+__device__ __forceinline__ void load_row_slice(const float* src, int64_t n, float (&v)[kRowSlice]) {
+#pragma unroll
+    for (int j = 0; j < kRowSlice; ++j) {
+        const int64_t i = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
+        v[j] = i < n ? src[i] : 0.0F;
+    }
+}
+
 // NeoX rotate-half RoPE of pair (i, i + half) at `position` with the model's inv_freq table
 // (engine::Rope: angle = float(p)·inv_freq[i] in float32). Returns the rotated pair.
 __device__ __forceinline__ float2 rope_pair(float a, float b, float inv_freq, int64_t position) {

@@ -13,7 +13,15 @@ namespace {
 constexpr int kNormThreads = 256;
 
 // One block per (row, group): y = x / sqrt(mean(x²) + eps) · w, then, with a gate z (laid out
-// like x), y *= sigmoid(z) or silu(z).
+// like x), y *= sigmoid(z) or silu(z). y may be x. A group that fits a row slice is loaded once,
+// with its weights and gate, before anything is computed (load_row_slice); longer groups loop.
+// Both forms add the squares in the same order.
+__device__ __forceinline__ float gated_norm_value(float x, float inv, float w, bool gated, float z,
+                                                  bool sigmoid_gate) {
+    const float v = x * inv * w;
+    return gated ? v * (sigmoid_gate ? sigmoid_f(z) : silu_f(z)) : v;
+}
+
 __global__ void rms_norm_kernel(const float* x, const float* w, int64_t n, int64_t group, float eps,
                                 float* y, const float* gate, bool sigmoid_gate) {
     __shared__ float partial[32];
@@ -22,17 +30,37 @@ __global__ void rms_norm_kernel(const float* x, const float* w, int64_t n, int64
     const int64_t row = blockIdx.x;
     const int64_t start = row * n + static_cast<int64_t>(blockIdx.y) * group;
     const float* xr = x + start;
+    const float* wr = w != nullptr ? w + static_cast<int64_t>(blockIdx.y) * group : nullptr;
+    float* yr = y + start;
+    const float* zr = gate != nullptr ? gate + start : nullptr;
+    if (row_fits_slice(group)) {
+        float xv[kRowSlice];
+        float wv[kRowSlice];
+        float zv[kRowSlice];
+        load_row_slice(xr, group, xv);
+        if (wr != nullptr) load_row_slice(wr, group, wv);
+        if (zr != nullptr) load_row_slice(zr, group, zv);
+        float sum = 0.0F;
+#pragma unroll
+        for (int j = 0; j < kRowSlice; ++j) sum += xv[j] * xv[j];  // zeros past the group add 0
+        sum = block_sum(sum, partial);
+        const float inv = 1.0F / sqrtf(sum / static_cast<float>(group) + eps);
+#pragma unroll
+        for (int j = 0; j < kRowSlice; ++j) {
+            const int64_t i = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
+            if (i >= group) break;
+            yr[i] = gated_norm_value(xv[j], inv, wr != nullptr ? wv[j] : 1.0F, zr != nullptr,
+                                     zr != nullptr ? zv[j] : 0.0F, sigmoid_gate);
+        }
+        return;
+    }
     float sum = 0.0F;
     for (int64_t i = threadIdx.x; i < group; i += blockDim.x) sum += xr[i] * xr[i];
     sum = block_sum(sum, partial);
     const float inv = 1.0F / sqrtf(sum / static_cast<float>(group) + eps);
-    const float* wr = w != nullptr ? w + static_cast<int64_t>(blockIdx.y) * group : nullptr;
-    float* yr = y + start;
-    const float* zr = gate != nullptr ? gate + start : nullptr;
     for (int64_t i = threadIdx.x; i < group; i += blockDim.x) {
-        float v = xr[i] * inv * (wr != nullptr ? wr[i] : 1.0F);
-        if (zr != nullptr) v = v * (sigmoid_gate ? sigmoid_f(zr[i]) : silu_f(zr[i]));
-        yr[i] = v;
+        yr[i] = gated_norm_value(xr[i], inv, wr != nullptr ? wr[i] : 1.0F, zr != nullptr,
+                                 zr != nullptr ? zr[i] : 0.0F, sigmoid_gate);
     }
 }
 

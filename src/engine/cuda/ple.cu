@@ -12,7 +12,15 @@ namespace {
 constexpr int kGateThreads = 256;
 
 // One block per (row t, stream s): the stream's gate from the normalized key and query, then
-// gated[t, s·H + d] = gate · value[t, d].
+// gated[t, s·H + d] = gate · value[t, d]. A row that fits a row slice is loaded before anything
+// is computed (load_row_slice); both forms add the products in the same order.
+__device__ __forceinline__ float ple_gate_of(float dot, int64_t hidden) {
+    const float g = dot * (1.0F / sqrtf(static_cast<float>(hidden)));
+    float signed_root = 0.0F;
+    if (g != 0.0F) signed_root = copysignf(sqrtf(fmaxf(fabsf(g), 1e-6F)), g);
+    return sigmoid_f(signed_root);
+}
+
 __global__ void ple_gate_kernel(const float* keys, const float* query, const float* value,
                                 int64_t n_streams, int64_t hidden, float* gated) {
     __shared__ float partial[32];
@@ -23,15 +31,30 @@ __global__ void ple_gate_kernel(const float* keys, const float* query, const flo
     const int64_t width = n_streams * hidden;
     const float* k = keys + t * width + s * hidden;
     const float* q = query + t * width + s * hidden;
-    float dot = 0.0F;
-    for (int64_t d = threadIdx.x; d < hidden; d += blockDim.x) dot += k[d] * q[d];
-    dot = block_sum(dot, partial);
-    const float g = dot * (1.0F / sqrtf(static_cast<float>(hidden)));
-    float signed_root = 0.0F;
-    if (g != 0.0F) signed_root = copysignf(sqrtf(fmaxf(fabsf(g), 1e-6F)), g);
-    const float gate = sigmoid_f(signed_root);
     const float* v = value + t * hidden;
     float* out = gated + t * width + s * hidden;
+    if (row_fits_slice(hidden)) {
+        float kv[kRowSlice];
+        float qv[kRowSlice];
+        float vv[kRowSlice];
+        load_row_slice(k, hidden, kv);
+        load_row_slice(q, hidden, qv);
+        load_row_slice(v, hidden, vv);
+        float dot = 0.0F;
+#pragma unroll
+        for (int j = 0; j < kRowSlice; ++j) dot += kv[j] * qv[j];  // zeros past the row add 0
+        const float gate = ple_gate_of(block_sum(dot, partial), hidden);
+#pragma unroll
+        for (int j = 0; j < kRowSlice; ++j) {
+            const int64_t d = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
+            if (d >= hidden) break;
+            out[d] = gate * vv[j];
+        }
+        return;
+    }
+    float dot = 0.0F;
+    for (int64_t d = threadIdx.x; d < hidden; d += blockDim.x) dot += k[d] * q[d];
+    const float gate = ple_gate_of(block_sum(dot, partial), hidden);
     for (int64_t d = threadIdx.x; d < hidden; d += blockDim.x) out[d] = gate * v[d];
 }
 
