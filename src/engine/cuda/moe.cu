@@ -96,55 +96,132 @@ __device__ void build_device_routing(const int32_t* experts, const float* weight
     }
 }
 
-// The top-k of row `row` by one warp (router_topk_kernel's comment).
-__device__ void warp_router_topk(const float* logits, int row, int n_experts, int top,
-                                 bool normalize, float* p, int* chosen, unsigned char* taken,
-                                 int32_t* experts, float* weights, float* margins) {
-    const int lane = static_cast<int>(threadIdx.x) & 31;
-    const float* l = logits + static_cast<size_t>(row) * n_experts;
+// Experts per lane held in registers by the router top-k (E ≤ 32 · kRouterSlice); larger E
+// keeps the probabilities in shared memory only.
+constexpr int kRouterSlice = 16;
 
+// The warp's argmax of (value, index) by ranks_before; every lane ends with the winner.
+__device__ __forceinline__ int warp_best_expert(float best_v, int best_i) {
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        const float other_v = __shfl_xor_sync(0xFFFFFFFFU, best_v, offset);
+        const int other_i = __shfl_xor_sync(0xFFFFFFFFU, best_i, offset);
+        if (ranks_before(other_v, other_i, best_v, best_i)) {
+            best_v = other_v;
+            best_i = other_i;
+        }
+    }
+    return best_i;
+}
+
+// A NaN ranks as −∞, so every rank names an expert (never INT_MAX) whatever the logits.
+__device__ __forceinline__ float rank_value(float p) {
+    return p == p ? p : -INFINITY;
+}
+
+// p = softmax(logits row) and chosen = its top n_sorted, with lane e mod 32 holding expert e's
+// value in registers: every logit load is issued before any is used, and no rank reads shared
+// memory (the shared-memory form below waited a memory round trip per expert a lane owns,
+// ~11 µs at E = 512). p is still written to shared memory for the caller's epilogue. The sums
+// and comparisons are the shared-memory form's, in the same order, so the results are the same.
+__device__ __forceinline__ void router_topk_in_registers(const float* l, int n_experts,
+                                                         int n_sorted, float* p, int* chosen) {
+    const int lane = static_cast<int>(threadIdx.x) & 31;
+    float v[kRouterSlice];
+#pragma unroll
+    for (int j = 0; j < kRouterSlice; ++j) {
+        const int e = lane + 32 * j;
+        v[j] = e < n_experts ? l[e] : -INFINITY;
+    }
+    float m = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < kRouterSlice; ++j) m = fmaxf(m, v[j]);
+    m = warp_max(m);
+    float s = 0.0F;
+#pragma unroll
+    for (int j = 0; j < kRouterSlice; ++j) {
+        if (lane + 32 * j < n_experts) {
+            v[j] = expf(v[j] - m);
+            s += v[j];
+        }
+    }
+    s = warp_sum(s);
+    const float inv = 1.0F / s;
+#pragma unroll
+    for (int j = 0; j < kRouterSlice; ++j) {
+        const int e = lane + 32 * j;
+        if (e < n_experts) {
+            v[j] *= inv;
+            p[e] = v[j];
+        }
+    }
+    unsigned taken = 0;  // bit j: expert lane + 32·j is ranked
+    for (int rank = 0; rank < n_sorted; ++rank) {
+        float best_v = -INFINITY;
+        int best_i = INT_MAX;
+#pragma unroll
+        for (int j = 0; j < kRouterSlice; ++j) {
+            const int e = lane + 32 * j;
+            const float r = rank_value(v[j]);
+            if (e < n_experts && (taken >> j & 1U) == 0 && ranks_before(r, e, best_v, best_i)) {
+                best_v = r;
+                best_i = e;
+            }
+        }
+        best_i = warp_best_expert(best_v, best_i);
+        if (lane == (best_i & 31)) taken |= 1U << (best_i >> 5);
+        if (lane == 0) chosen[rank] = best_i;
+    }
+    __syncwarp();
+}
+
+__device__ __forceinline__ void router_topk_in_shared(const float* l, int n_experts, int n_sorted,
+                                                      float* p, int* chosen, unsigned char* taken) {
+    const int lane = static_cast<int>(threadIdx.x) & 31;
     float m = -INFINITY;
     for (int e = lane; e < n_experts; e += 32) {
         p[e] = l[e];
         taken[e] = 0;
         m = fmaxf(m, p[e]);
     }
-    for (int offset = 16; offset > 0; offset >>= 1)
-        m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFU, m, offset));
+    m = warp_max(m);
     float s = 0.0F;
     for (int e = lane; e < n_experts; e += 32) {
         const float v = expf(p[e] - m);
         p[e] = v;
         s += v;
     }
-    for (int offset = 16; offset > 0; offset >>= 1) s += __shfl_xor_sync(0xFFFFFFFFU, s, offset);
+    s = warp_sum(s);
     const float inv = 1.0F / s;
     for (int e = lane; e < n_experts; e += 32) p[e] *= inv;
     __syncwarp();
-
-    const int n_sorted = min(top + 1, n_experts);
     for (int rank = 0; rank < n_sorted; ++rank) {
         float best_v = -INFINITY;
         int best_i = INT_MAX;
         for (int e = lane; e < n_experts; e += 32) {
-            // A NaN ranks as −∞, so every rank names an expert (never INT_MAX) whatever the logits.
-            const float v = p[e] == p[e] ? p[e] : -INFINITY;
+            const float v = rank_value(p[e]);
             if (taken[e] == 0 && ranks_before(v, e, best_v, best_i)) {
                 best_v = v;
                 best_i = e;
             }
         }
-        for (int offset = 16; offset > 0; offset >>= 1) {  // every lane ends with the winner
-            const float other_v = __shfl_xor_sync(0xFFFFFFFFU, best_v, offset);
-            const int other_i = __shfl_xor_sync(0xFFFFFFFFU, best_i, offset);
-            if (ranks_before(other_v, other_i, best_v, best_i)) {
-                best_v = other_v;
-                best_i = other_i;
-            }
-        }
+        best_i = warp_best_expert(best_v, best_i);
         if (lane == (best_i & 31)) taken[best_i] = 1;
         if (lane == 0) chosen[rank] = best_i;
         __syncwarp();
+    }
+}
+
+// The top-k of row `row` by one warp (router_topk_kernel's comment).
+__device__ void warp_router_topk(const float* logits, int row, int n_experts, int top,
+                                 bool normalize, float* p, int* chosen, unsigned char* taken,
+                                 int32_t* experts, float* weights, float* margins) {
+    const int lane = static_cast<int>(threadIdx.x) & 31;
+    const float* l = logits + static_cast<size_t>(row) * n_experts;
+    const int n_sorted = min(top + 1, n_experts);
+    if (n_experts <= 32 * kRouterSlice) {
+        router_topk_in_registers(l, n_experts, n_sorted, p, chosen);
+    } else {
+        router_topk_in_shared(l, n_experts, n_sorted, p, chosen, taken);
     }
 
     if (lane != 0) return;
@@ -165,16 +242,16 @@ __device__ void warp_router_topk(const float* logits, int row, int n_experts, in
     }
 }
 
-// One warp per row (a block's warps take consecutive rows): p = softmax(logits[row]) in shared
-// memory (ops.cpp's softmax: max, exp, sum, multiply by 1/sum; the sums in the warp's order), then
-// the top min(top + 1, E) by repeated warp argmax, with no block barrier (one block per row with a
-// block argmax per rank took ~10 µs at E = 512). Lane 0 writes the row's top experts, their
-// weights (renormalized over the top when `normalize`, summed in rank order as the CPU does) and
-// the margin (kth − (k+1)th) / kth (∞ when top == E).
-// logits: [T, E]; experts, weights: [T, top]; margins: [T] or null. grid ceil(T / warps).
-// With routing.table set (T ≤ the block's warps, one block), the block then turns the rows' top
-// experts into the layer's address table (build_device_routing): one launch instead of two.
-// Dynamic shared memory: warps · (E floats, (top + 1) ints, E bytes), at least E ints.
+// One warp per row (a block's warps take consecutive rows): p = softmax(logits[row]) (ops.cpp's
+// softmax: max, exp, sum, multiply by 1/sum; the sums in the warp's order), then the top
+// min(top + 1, E) by repeated warp argmax, with no block barrier (one block per row with a block
+// argmax per rank took ~10 µs at E = 512), in registers up to E = 32 · kRouterSlice. Lane 0 writes
+// the row's top experts, their weights (renormalized over the top when `normalize`, summed in rank
+// order as the CPU does) and the margin (kth − (k+1)th) / kth (∞ when top == E). logits: [T, E];
+// experts, weights: [T, top]; margins: [T] or null. grid ceil(T / warps). With routing.table set (T
+// ≤ the block's warps, one block), the block then turns the rows' top experts into the layer's
+// address table (build_device_routing): one launch instead of two. Dynamic shared memory: warps ·
+// (E floats, (top + 1) ints, E bytes), at least E ints.
 __global__ void router_topk_kernel(const float* logits, int n_rows, int n_experts, int top,
                                    bool normalize, int32_t* experts, float* weights, float* margins,
                                    DeviceRouting routing) {
