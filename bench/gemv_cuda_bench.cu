@@ -1,13 +1,14 @@
 // GPU decode GEMV throughput: `gemv_cuda_bench [--quick] [--experts]` times
 // engine/cuda/affine_gemv.h on the Flash shapes (dense [10240, 2560] and [2560, 6144], an expert
-// [640, 2560]) at Q4/Q3/Q2 (and Q8) group 64 for 1, 2 and 4 input rows, and the routed-expert
-// SwiGLU block (10 experts of hidden 2560 × intermediate 640 per layer, 48 layers; --experts:
-// only that). Reports GB/s of weight bytes (codes + scales + biases) read, as a fraction of a
-// read-only kernel's bandwidth measured in the same run (the HBM read ceiling; the
-// device-to-device cudaMemcpy rate, bytes read + written, is printed beside it). Each timed
-// launch reads a different copy of the weights (≥ 1 GiB in rotation, far past the 60 MB L2), and
-// launches are replayed from a CUDA graph so launch gaps are those of the engine's graphs; median
-// of the replays. CHERENKOV_GEMV_MMA=0 times the FMA kernels instead of the tensor-core ones.
+// [640, 2560], the short [320, 10240], [4, 10240] and [48, 2560]) at Q4/Q3/Q2 (and Q8) group 64 for
+// 1, 2 and 4 input rows, and the routed-expert SwiGLU block (10 experts of hidden 2560 ×
+// intermediate 640 per layer, 48 layers; --experts: only that). Reports GB/s of weight bytes (codes
+// + scales + biases) read, as a fraction of a read-only kernel's bandwidth measured in the same run
+// (the HBM read ceiling; the device-to-device cudaMemcpy rate, bytes read + written, is printed
+// beside it). Each timed launch reads a different copy of the weights (≥ 1 GiB in rotation, far
+// past the 60 MB L2), and launches are replayed from a CUDA graph so launch gaps are those of the
+// engine's graphs; median of the replays. CHERENKOV_GEMV_MMA=0 times the FMA kernels instead of the
+// tensor-core ones.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -142,8 +143,10 @@ void bench_dense(int64_t rows, int64_t cols, int bits, const std::vector<int>& r
                  const float* x, float* y) {
     const int group = 64;
     const Layout l = layout(rows, cols, bits, group);
-    const int copies = static_cast<int>(
-        std::min<size_t>(pool_bytes / l.stride, std::max<size_t>(kRotationBytes / l.stride, 8)));
+    // At most 4096 launches per graph (a [4, 10240] matrix is 21 KB: 4096 copies are still past
+    // the L2).
+    const int copies = static_cast<int>(std::min<size_t>(
+        {pool_bytes / l.stride, std::max<size_t>(kRotationBytes / l.stride, 8), 4096}));
     fill_pool(pool, l, copies, 17 + bits);
     for (const int n_rows : row_counts) {
         cudaGraphExec_t exec = capture(stream, [&](cudaStream_t s) {
@@ -276,7 +279,10 @@ int main(int argc, char** argv) {
 
     const std::vector<int> row_counts = {1, 2, 4};
     const std::vector<int> bit_widths = quick ? std::vector<int>{4} : std::vector<int>{4, 3, 2, 8};
-    const int64_t shapes[][2] = {{10240, 2560}, {2560, 6144}, {640, 2560}};
+    // The last three are short: the hyper-connection down and inject projections and the Gated
+    // DeltaNet a/b rows (column slices over a cluster on Hopper).
+    const int64_t shapes[][2] = {{10240, 2560}, {2560, 6144}, {640, 2560},
+                                 {320, 10240},  {4, 10240},   {48, 2560}};
     for (const auto& shape : shapes) {
         if (experts_only) break;
         for (const int bits : bit_widths) {

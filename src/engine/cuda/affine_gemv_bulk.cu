@@ -21,6 +21,7 @@
 // parameters) are one cp.async group, the second halves another, so warps multiply their first
 // half while the second is still arriving. After the loop the codes region holds the k_split
 // partial sums.
+#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -60,7 +61,13 @@ struct Params {
     const ExpertAddress* table;
     const int* n_in_use;  // GateUp/Down: table entries to compute (device), or null: all
     int rows;             // output rows of one matrix
-    int n_groups;
+    int n_groups;         // groups of the block's column slice
+    // Dense matrices too short to give every multiprocessor a block: the columns are cut into
+    // k_slices slices, one per block of a cluster (grid.y), and the cluster adds the slices'
+    // sums in rank order (add_slices). 1 otherwise.
+    int k_slices;
+    int src_row_bytes;     // code bytes of one whole matrix row (row_bytes: of the slice)
+    int param_row_groups;  // groups of one whole row (the parameter arrays' row stride)
     int k_split;
     int groups_per_part;
     int mat_rows;     // rows of each matrix a block owns
@@ -103,9 +110,10 @@ __device__ __forceinline__ void issue_copies(const Params& p, uint8_t* smem, int
     const uint8_t* codes[kMats];
     const uint16_t* params[kMats][2];
     if constexpr (M == Mode::Dense) {
-        codes[0] = p.codes;
-        params[0][0] = p.scales;
-        params[0][1] = p.biases;
+        const int slice = static_cast<int>(blockIdx.y);
+        codes[0] = p.codes + static_cast<size_t>(slice) * p.row_bytes;
+        params[0][0] = p.scales + static_cast<size_t>(slice) * p.n_groups;
+        params[0][1] = p.biases + static_cast<size_t>(slice) * p.n_groups;
     } else {
         const ExpertAddress& a = p.table[blockIdx.y];
         if constexpr (M == Mode::GateUp) {
@@ -122,15 +130,19 @@ __device__ __forceinline__ void issue_copies(const Params& p, uint8_t* smem, int
         }
     }
     const uint64_t policy = evict_first_policy();
-    // Parameter spans (copy_span widens them to 16-byte boundaries).
+    // Parameter spans (copy_span widens them to 16-byte boundaries): the rows' whole parameter
+    // rows, but the last row's only up to the slice's end (a later slice's span must not run
+    // past the array).
+    const size_t param_span =
+        static_cast<size_t>(valid - 1) * p.param_row_groups + static_cast<size_t>(p.n_groups);
 #pragma unroll
     for (int m = 0; m < kMats; ++m) {
 #pragma unroll
         for (int k = 0; k < 2; ++k) {
             uint8_t* dst = smem + p.params_offset + (2 * m + k) * p.param_bytes;
-            const int skip = copy_span(dst, params[m][k] + static_cast<size_t>(row0) * p.n_groups,
-                                       static_cast<size_t>(valid) * p.n_groups,
-                                       static_cast<int>(threadIdx.x), kThreads, policy);
+            const int skip =
+                copy_span(dst, params[m][k] + static_cast<size_t>(row0) * p.param_row_groups,
+                          param_span, static_cast<int>(threadIdx.x), kThreads, policy);
             if (threadIdx.x == 0) param_skip[m][k] = skip;
         }
     }
@@ -159,10 +171,11 @@ __device__ __forceinline__ void issue_copies(const Params& p, uint8_t* smem, int
                 (range * p.groups_per_part + first_group) * (16 * kChunksPerGroup) + 16 * chunk;
 #pragma unroll
             for (int m = 0; m < kMats; ++m) {
-                const uint8_t* src = codes[m] + static_cast<size_t>(row0) * p.row_bytes + byte;
+                const uint8_t* src = codes[m] + static_cast<size_t>(row0) * p.src_row_bytes + byte;
                 uint8_t* dst = smem + m * p.mat_rows * p.code_stride + byte;
                 for (int row = warp * stripe + in_stripe; row < valid; row += kWarps * stripe) {
-                    copy_16(dst + row * p.code_stride, src + row * p.row_bytes, policy);
+                    copy_16(dst + row * p.code_stride,
+                            src + static_cast<size_t>(row) * p.src_row_bytes, policy);
                 }
             }
         }
@@ -170,8 +183,46 @@ __device__ __forceinline__ void issue_copies(const Params& p, uint8_t* smem, int
     }
 }
 
-// grid: (blocks over the rows, n_experts or 1); block: kThreads; dynamic shared memory as the
-// file comment lays out (Params offsets).
+// Dense, k_slices > 1: rank 0 of the cluster adds the other blocks' sums of the same rows to its
+// own, in rank order, through their shared memory (`partial`, as add_parts lays it out). Call
+// from every thread of every block of the cluster. Returns whether this warp holds the sums.
+template <int Tiles>
+__device__ __forceinline__ bool add_slices(float (&total)[Tiles][2], float* partial, bool owner,
+                                           int warp, int lane) {
+#if __CUDA_ARCH__ >= 900
+    namespace cg = cooperative_groups;
+    const cg::cluster_group cluster = cg::this_cluster();
+    if (owner) {  // a warp's own slot is read by no other warp of the block (add_parts)
+#pragma unroll
+        for (int tile = 0; tile < Tiles; ++tile) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+                partial[partial_slot<Tiles>(warp, tile, h, lane)] = total[tile][h];
+        }
+    }
+    cluster.sync();
+    const bool first = cluster.block_rank() == 0;
+    if (owner && first) {
+        for (unsigned rank = 1; rank < cluster.num_blocks(); ++rank) {
+            const float* other = cluster.map_shared_rank(partial, rank);
+#pragma unroll
+            for (int tile = 0; tile < Tiles; ++tile) {
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
+                    total[tile][h] += other[partial_slot<Tiles>(warp, tile, h, lane)];
+            }
+        }
+    }
+    cluster.sync();  // the other blocks' shared memory stays until rank 0 has read it
+    return owner && first;
+#else
+    (void)total, (void)partial, (void)warp, (void)lane;
+    return owner;  // plan_for gives k_slices > 1 only on sm_90
+#endif
+}
+
+// grid: (blocks over the rows, n_experts, or k_slices for Dense); block: kThreads; dynamic shared
+// memory as the file comment lays out (Params offsets).
 template <int Bits, int G, int R, Mode M>
 __global__ void __launch_bounds__(kThreads, 2) bulk_gemv_kernel(const Params p) {
     // Builds for sm_80+ (cp.async, bf16 mma; the launch-overlap calls compile to nothing below
@@ -205,6 +256,7 @@ __global__ void __launch_bounds__(kThreads, 2) bulk_gemv_kernel(const Params p) 
 
     const float* x = p.x;
     float* y = p.y;
+    if constexpr (M == Mode::Dense) x += static_cast<size_t>(blockIdx.y) * p.n_groups * G;
     if constexpr (M == Mode::Down) x += blockIdx.y * p.x_expert_stride;
     if constexpr (M != Mode::Dense) y += blockIdx.y * p.y_expert_stride;
     auto* b_frag = reinterpret_cast<uint2*>(smem + p.b_offset);
@@ -234,8 +286,8 @@ __global__ void __launch_bounds__(kThreads, 2) bulk_gemv_kernel(const Params p) 
             const int row = tile_row0 + g + 8 * h;
             code_row[tile][h] =
                 smem + (m * p.mat_rows + row) * p.code_stride + c * S::kChunkWords * 4;
-            scale_row[tile][h] = scales + param_skip[m][0] + row * p.n_groups;
-            bias_row[tile][h] = biases + param_skip[m][1] + row * p.n_groups;
+            scale_row[tile][h] = scales + param_skip[m][0] + row * p.param_row_groups;
+            bias_row[tile][h] = biases + param_skip[m][1] + row * p.param_row_groups;
         }
     }
 
@@ -269,14 +321,22 @@ __global__ void __launch_bounds__(kThreads, 2) bulk_gemv_kernel(const Params p) 
     }
 
     __syncthreads();  // every warp is done with the codes region, which now takes the partials
-    if (!add_parts(total, reinterpret_cast<float*>(smem), warp, part, p.k_split, lane) || !active) {
-        return;
+    auto* partial = reinterpret_cast<float*>(smem);
+    bool owner = add_parts(total, partial, warp, part, p.k_split, lane) && active;
+    if constexpr (M == Mode::Dense) {
+        if (p.k_slices > 1) owner = add_slices(total, partial, owner, warp, lane);
     }
+    if (!owner) return;
     store_tile_set<R, M == Mode::GateUp>(total, y, p.y_stride, row0 + set * kSetRows, p.rows, lane);
 }
 
 bool bulk_disabled() {
     static const bool disabled = switched_off("CHERENKOV_GEMV_BULK");
+    return disabled;
+}
+
+bool slices_disabled() {
+    static const bool disabled = switched_off("CHERENKOV_GEMV_SLICES");
     return disabled;
 }
 
@@ -305,11 +365,14 @@ int multiprocessors() {
 // The block layout of a matrix shape at a given k_split; total 0 when it does not fit
 // `max_shared` bytes of shared memory or k_split does not divide the groups evenly.
 Plan layout(Mode mode, int bits, int group_size, int64_t rows, int64_t cols, int n_rows,
-            int k_split, size_t max_shared) {
+            int k_split, size_t max_shared, int k_slices = 1) {
     Plan plan;
     Params& p = plan.p;
     p.rows = static_cast<int>(rows);
-    p.n_groups = static_cast<int>(cols / group_size);
+    p.param_row_groups = static_cast<int>(cols / group_size);
+    p.k_slices = k_slices;
+    if (p.param_row_groups % k_slices != 0) return plan;
+    p.n_groups = p.param_row_groups / k_slices;
     p.k_split = k_split;
     // Every column range the same length, so every row's copy pieces have the same layout.
     if (p.n_groups % k_split != 0) return plan;
@@ -319,6 +382,7 @@ Plan layout(Mode mode, int bits, int group_size, int64_t rows, int64_t cols, int
     p.mat_rows = sets_per_block * (mode == Mode::GateUp ? kTileRows : kTiles * kTileRows);
     const int group_bytes = group_size * bits / 8;
     p.row_bytes = p.n_groups * group_bytes;
+    p.src_row_bytes = p.param_row_groups * group_bytes;
     // quotient() is exact below 2^22 chunks per matrix and block.
     if (static_cast<int64_t>(p.mat_rows) * (p.row_bytes / 16) >= (int64_t{1} << 22)) return plan;
     const int chunk_bytes = group_bytes / 4;
@@ -333,7 +397,7 @@ Plan layout(Mode mode, int bits, int group_size, int64_t rows, int64_t cols, int
             groups > 0 ? 1.0F / static_cast<float>(p.piece_chunks[phase] * k_split) : 0.0F;
     }
     p.code_stride = (p.row_bytes + 127) / 128 * 128 + (4 * chunk_bytes) % 128;
-    p.param_bytes = (p.mat_rows * p.n_groups * 2 + 15) / 16 * 16 + 32;
+    p.param_bytes = (p.mat_rows * p.param_row_groups * 2 + 15) / 16 * 16 + 32;
     const size_t codes = static_cast<size_t>(n_mats) * p.mat_rows * p.code_stride;
     p.params_offset = static_cast<int>(std::max(codes, kPartialBytes));
     p.b_offset = p.params_offset + 2 * n_mats * p.param_bytes;
@@ -378,6 +442,21 @@ Plan plan_for(Mode mode, int bits, int group_size, int64_t rows, int64_t cols, i
         best = plan;
         if (blocks_of(plan) >= multiprocessors()) break;
     }
+    if (best.total != 0 && blocks_of(best) >= multiprocessors()) return best;
+    if (slices_disabled()) return best;
+    // Too few row sets to fill the GPU ([320, 10240] took 10 blocks and 14 µs): cut the columns
+    // over the blocks of a cluster too. The fewest slices that fill it, else the most blocks.
+    for (const int k_slices : {2, 4, 8}) {
+        for (const int k_split : {1, 2, 4, 8}) {
+            if (n_groups / k_slices / k_split < 2) break;
+            const Plan plan = layout(mode, bits, group_size, rows, cols, n_rows, k_split,
+                                     kMaxSharedBytes, k_slices);
+            if (plan.total == 0) continue;
+            const int blocks = blocks_of(plan) * k_slices;
+            if (best.total == 0 || blocks > blocks_of(best) * best.p.k_slices) best = plan;
+            if (blocks >= multiprocessors()) return best;
+        }
+    }
     return best;
 }
 
@@ -392,7 +471,9 @@ void launch_one(unsigned blocks, unsigned experts, const Params& p, size_t smem,
         return true;
     }();
     (void)configured;
-    launch_dependent(kernel, dim3(blocks, experts), dim3(kThreads), smem, stream, p);
+    const auto slices = static_cast<unsigned>(p.k_slices);  // 1 but for short dense matrices
+    launch_dependent_in_clusters(kernel, dim3(blocks, experts * slices), dim3(kThreads),
+                                 dim3(1, slices, 1), smem, stream, p);
 }
 
 template <Mode M>
@@ -425,6 +506,11 @@ Plan checked_plan(Mode mode, int bits, int group_size, int64_t rows, int64_t col
 
 bool bulk_gemv_takes(int bits, int group_size, int64_t rows, int64_t cols, int n_rows) {
     return plan_for(Mode::Dense, bits, group_size, rows, cols, n_rows).total != 0;
+}
+
+int bulk_gemv_column_slices(int bits, int group_size, int64_t rows, int64_t cols, int n_rows) {
+    const Plan plan = plan_for(Mode::Dense, bits, group_size, rows, cols, n_rows);
+    return plan.total != 0 ? plan.p.k_slices : 0;
 }
 
 bool bulk_experts_take(const ExpertShape& shape, int n_rows) {

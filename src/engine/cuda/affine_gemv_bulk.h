@@ -23,6 +23,12 @@ namespace cherenkov::engine::cuda {
 // at this (bits, group size, rows of x) on the current device.
 bool bulk_gemv_takes(int bits, int group_size, int64_t rows, int64_t cols, int n_rows);
 
+// The column slices a dense matrix's rows are cut into, one per block of a thread block cluster
+// (1: no cluster; 0: the bulk kernels do not take the shape). Matrices with too few rows to give
+// every multiprocessor a block ([320, 10240], [4, 10240]) are cut; the cluster adds its slices'
+// sums in rank order, so results stay reproducible. CHERENKOV_GEMV_SLICES=0 turns it off.
+int bulk_gemv_column_slices(int bits, int group_size, int64_t rows, int64_t cols, int n_rows);
+
 // Both expert launches (gate/up with SwiGLU, then down) of `shape` at n_rows.
 bool bulk_experts_take(const ExpertShape& shape, int n_rows);
 

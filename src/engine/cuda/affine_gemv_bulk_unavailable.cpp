@@ -8,6 +8,10 @@ bool bulk_gemv_takes(int, int, int64_t, int64_t, int) {
     return false;
 }
 
+int bulk_gemv_column_slices(int, int, int64_t, int64_t, int) {
+    return 0;
+}
+
 bool bulk_experts_take(const ExpertShape&, int) {
     return false;
 }

@@ -325,12 +325,15 @@ __device__ __forceinline__ void multiply_group(
 // through `partial` (shared memory, [warps][Tiles][2][32] floats). Contains __syncthreads: call
 // from every thread of the block. Returns whether this warp holds the sums (part 0).
 template <int Tiles>
+__device__ __forceinline__ int partial_slot(int warp, int tile, int h, int lane) {
+    return ((warp * Tiles + tile) * 2 + h) * 32 + lane;
+}
+
+template <int Tiles>
 __device__ __forceinline__ bool add_parts(float (&total)[Tiles][2], float* partial, int warp,
                                           int part, int k_split, int lane) {
     if (k_split == 1) return true;
-    const auto at = [&](int w, int tile, int h) {
-        return ((w * Tiles + tile) * 2 + h) * 32 + lane;
-    };
+    const auto at = [&](int w, int tile, int h) { return partial_slot<Tiles>(w, tile, h, lane); };
 #pragma unroll
     for (int tile = 0; tile < Tiles; ++tile) {
 #pragma unroll

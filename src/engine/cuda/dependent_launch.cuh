@@ -58,20 +58,41 @@ private:
     bool previous_;
 };
 
+// launch_dependent with thread block clusters of `cluster` blocks (sm_90; every grid dimension a
+// multiple of the cluster's). A cluster of one block is an ordinary launch_dependent.
 template <typename... KernelArgs, typename... Args>
-void launch_dependent(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t shared_bytes,
-                      cudaStream_t stream, Args&&... args) {
+void launch_dependent_in_clusters(void (*kernel)(KernelArgs...), dim3 grid, dim3 block,
+                                  dim3 cluster, size_t shared_bytes, cudaStream_t stream,
+                                  Args&&... args) {
     cudaLaunchConfig_t config{};
     config.gridDim = grid;
     config.blockDim = block;
     config.dynamicSmemBytes = shared_bytes;
     config.stream = stream;
-    cudaLaunchAttribute attribute{};
-    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attribute.val.programmaticStreamSerializationAllowed = 1;
-    config.attrs = &attribute;
-    config.numAttrs = dependent_launch_supported() && LaunchOverlapScope::on() ? 1 : 0;
+    cudaLaunchAttribute attributes[2]{};
+    unsigned n = 0;
+    if (dependent_launch_supported() && LaunchOverlapScope::on()) {
+        attributes[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attributes[n].val.programmaticStreamSerializationAllowed = 1;
+        ++n;
+    }
+    if (cluster.x * cluster.y * cluster.z > 1) {
+        attributes[n].id = cudaLaunchAttributeClusterDimension;
+        attributes[n].val.clusterDim.x = cluster.x;
+        attributes[n].val.clusterDim.y = cluster.y;
+        attributes[n].val.clusterDim.z = cluster.z;
+        ++n;
+    }
+    config.attrs = attributes;
+    config.numAttrs = n;
     CHERENKOV_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+}
+
+template <typename... KernelArgs, typename... Args>
+void launch_dependent(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t shared_bytes,
+                      cudaStream_t stream, Args&&... args) {
+    launch_dependent_in_clusters(kernel, grid, block, dim3(1, 1, 1), shared_bytes, stream,
+                                 std::forward<Args>(args)...);
 }
 
 }  // namespace cherenkov::engine::cuda

@@ -251,6 +251,43 @@ TEST_F(CudaAffineGemv, ExpertSwigluMatchesCpuComposition) {
     }
 }
 
+// Matrices too short to give every multiprocessor a block (the hyper-connection projections, the
+// Gated DeltaNet a/b rows) are cut over a cluster's blocks on Hopper: still the CPU's results, and
+// the same bits run to run (the cluster adds its slices in rank order).
+TEST_F(CudaAffineGemv, ShortMatricesCutOverAClusterMatchTheCpu) {
+    if (bulk_gemv_column_slices(4, 64, 320, 10240, 1) == 0) {
+        GTEST_SKIP() << "the bulk kernels need sm_90";
+    }
+    EXPECT_GT(bulk_gemv_column_slices(4, 64, 320, 10240, 1), 1);
+    EXPECT_GT(bulk_gemv_column_slices(4, 64, 4, 10240, 1), 1);
+    EXPECT_EQ(bulk_gemv_column_slices(4, 64, 10240, 2560, 1), 1);  // tall: enough row blocks
+    const int64_t shapes[][2] = {{320, 10240}, {4, 10240}, {48, 2560}, {10240, 320}};
+    for (const auto& shape : shapes) {
+        for (const int bits : kBits) {
+            const TestMatrix m =
+                make_matrix(shape[0], shape[1], bits, 64, static_cast<uint64_t>(bits) * 5 + 1);
+            const std::string what =
+                "bits=" + std::to_string(bits) + " shape=[" + std::to_string(shape[0]) + "," +
+                std::to_string(shape[1]) + "] slices=" +
+                std::to_string(bulk_gemv_column_slices(bits, 64, shape[0], shape[1], 1));
+            check_dense(m, static_cast<size_t>(shape[1]), static_cast<size_t>(shape[0]), bits + 5,
+                        &pool_, what);
+            if (HasFailure()) return;
+        }
+    }
+    const TestMatrix m = make_matrix(320, 10240, 4, 64, 17);
+    const auto x = random_vector(size_t{4} * 10240, 5);
+    DeviceBuffer d_x(x.size() * 4), d_y(size_t{4} * 320 * 4);
+    d_x.upload(x.data(), x.size() * 4);
+    std::vector<float> first(size_t{4} * 320), second(size_t{4} * 320);
+    for (std::vector<float>* out : {&first, &second}) {
+        d_y.fill(0xFF);
+        affine_gemv(m.device(), d_x.as<float>(), 10240, 4, d_y.as<float>(), 320, nullptr);
+        d_y.download(out->data(), out->size() * 4);
+    }
+    EXPECT_EQ(std::memcmp(first.data(), second.data(), first.size() * 4), 0);
+}
+
 TEST_F(CudaAffineGemv, ResultsAreBitwiseReproducible) {
     for (const int bits : kBits) {
         const TestMatrix m = make_matrix(2560, 6144, bits, 64, 42 + bits);
