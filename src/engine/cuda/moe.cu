@@ -122,7 +122,8 @@ __device__ __forceinline__ float rank_value(float p) {
 // value in registers: every logit load is issued before any is used, and no rank reads shared
 // memory (the shared-memory form below waited a memory round trip per expert a lane owns,
 // ~11 µs at E = 512). p is still written to shared memory for the caller's epilogue. The sums
-// and comparisons are the shared-memory form's, in the same order, so the results are the same.
+// are the shared-memory form's, in the same order, and the ranking is the same order, so the
+// results are the same.
 __device__ __forceinline__ void router_topk_in_registers(const float* l, int n_experts,
                                                          int n_sorted, float* p, int* chosen) {
     const int lane = static_cast<int>(threadIdx.x) & 31;
@@ -154,20 +155,30 @@ __device__ __forceinline__ void router_topk_in_registers(const float* l, int n_e
             p[e] = v[j];
         }
     }
-    unsigned taken = 0;  // bit j: expert lane + 32·j is ranked
-    for (int rank = 0; rank < n_sorted; ++rank) {
-        float best_v = -INFINITY;
-        int best_i = INT_MAX;
+    // Ranked by 32-bit keys with the warp's max/min reductions (two instructions a rank instead
+    // of five shuffle rounds of value and index): a probability is ≥ 0 or NaN, and as unsigned
+    // the bits of a non-negative float order like its value; NaN, ranked as −∞ (rank_value),
+    // takes 0, below +0's 1. Ties go to the lower expert, as ranks_before has them.
+    uint32_t key[kRouterSlice];
+    unsigned taken = 0;  // bit j: expert lane + 32·j is ranked (or does not exist)
 #pragma unroll
-        for (int j = 0; j < kRouterSlice; ++j) {
-            const int e = lane + 32 * j;
-            const float r = rank_value(v[j]);
-            if (e < n_experts && (taken >> j & 1U) == 0 && ranks_before(r, e, best_v, best_i)) {
-                best_v = r;
-                best_i = e;
+    for (int j = 0; j < kRouterSlice; ++j) {
+        key[j] = v[j] == v[j] ? __float_as_uint(v[j]) + 1U : 0U;
+        if (lane + 32 * j >= n_experts) taken |= 1U << j;
+    }
+    for (int rank = 0; rank < n_sorted; ++rank) {
+        uint32_t best_key = 0;
+        unsigned best_e = UINT_MAX;
+#pragma unroll
+        for (int j = 0; j < kRouterSlice; ++j) {  // experts ascending: > keeps the lower on ties
+            if ((taken >> j & 1U) == 0 && (key[j] > best_key || best_e == UINT_MAX)) {
+                best_key = key[j];
+                best_e = static_cast<unsigned>(lane + 32 * j);
             }
         }
-        best_i = warp_best_expert(best_v, best_i);
+        const uint32_t top_key = __reduce_max_sync(0xFFFFFFFFU, best_key);
+        const auto best_i = static_cast<int>(
+            __reduce_min_sync(0xFFFFFFFFU, best_key == top_key ? best_e : UINT_MAX));
         if (lane == (best_i & 31)) taken |= 1U << (best_i >> 5);
         if (lane == 0) chosen[rank] = best_i;
     }
