@@ -1,5 +1,6 @@
 // GPU token selection time (engine/cuda/token_select.h) for one row of the Qwen vocabulary
-// (151,936) and of the synthetic stores' (32,768): greedy, and sampled at temperature 0.8 with
+// (151,936) and of the synthetic stores' (32,768): greedy (with the selection scratch, as the
+// engine calls it, and without: one block per row), and sampled at temperature 0.8 with
 // top-p 0.95 or top-k 40, on three kinds of logits that set how many candidates weigh anything
 // (those within ~27.7 of the best scaled logit):
 //   confident: bulk N(0, 2.5), the best at 30 and a few at 20-25 (a few hundred candidates);
@@ -47,7 +48,8 @@ std::vector<float> make_row(int64_t vocab, Kind kind, uint64_t seed) {
     return row;
 }
 
-void bench(int64_t vocab, Kind kind, const char* what, TokenChoice choice, cudaStream_t stream) {
+void bench(int64_t vocab, Kind kind, const char* what, TokenChoice choice, cudaStream_t stream,
+           bool one_block = false) {
     const std::vector<float> row = make_row(vocab, kind, 7);
     const int64_t words = cherenkov::engine::cuda::token_select_scratch_words(vocab);
     float* logits = nullptr;
@@ -60,7 +62,7 @@ void bench(int64_t vocab, Kind kind, const char* what, TokenChoice choice, cudaS
     CHECK(cudaMalloc(&token, sizeof(int32_t)));
     CHECK(cudaMemcpy(logits, row.data(), row.size() * sizeof(float), cudaMemcpyHostToDevice));
     CHECK(cudaMemcpy(choices, &choice, sizeof(TokenChoice), cudaMemcpyHostToDevice));
-    uint64_t* sampled_scratch = choice.greedy() ? nullptr : scratch;
+    uint64_t* sampled_scratch = one_block && choice.greedy() ? nullptr : scratch;
     cudaGraphExec_t graph = capture(stream, [&](cudaStream_t s) {
         cherenkov::engine::cuda::token_select(logits, 1, vocab, choices, sampled_scratch, token, s);
     });
@@ -87,6 +89,7 @@ int main() {
     for (const int64_t vocab : {int64_t{151936}, int64_t{32768}}) {
         for (const Kind kind : {Kind::Confident, Kind::Uncertain, Kind::Flat}) {
             bench(vocab, kind, "greedy", TokenChoice{}, stream);
+            bench(vocab, kind, "greedy, no scratch", TokenChoice{}, stream, true);
             bench(vocab, kind, "T 0.8, top-p 0.95", TokenChoice{0.8F, 0, 0.95F, 0.37}, stream);
             bench(vocab, kind, "T 0.8, top-k 40", TokenChoice{0.8F, 40, 1.0F, 0.37}, stream);
         }

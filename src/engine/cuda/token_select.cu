@@ -271,14 +271,19 @@ __global__ void __launch_bounds__(kSpreadThreads)
     allow_next_kernel();
     const int64_t r = blockIdx.x / segments;
     const float temperature = choices[r].temperature;
-    if (temperature <= 0.0F) return;  // greedy (block-uniform)
     const int64_t first = (blockIdx.x % segments) * kSpreadValues;
     const int64_t n = min(kSpreadValues, vocab - first);
     const float* row = logits + r * vocab + first;
     uint64_t best = 0;
-    for_each_value(row, n, [&](int64_t i, float v) {
-        best = umax(best, device_selection_key(v / temperature, first + i));
-    });
+    if (temperature <= 0.0F) {  // greedy: the raw logits' keys (block-uniform branch)
+        for_each_value(row, n, [&](int64_t i, float v) {
+            best = umax(best, device_selection_key(v, first + i));
+        });
+    } else {
+        for_each_value(row, n, [&](int64_t i, float v) {
+            best = umax(best, device_selection_key(v / temperature, first + i));
+        });
+    }
     best = block_max(best, reduce);
     if (threadIdx.x == 0) {
         atomicMax(row_scratch(scratch, r, vocab).best, static_cast<unsigned long long>(best));
@@ -320,7 +325,8 @@ __global__ void __launch_bounds__(kSpreadThreads)
 }
 
 // grid n_rows, kThreads threads. scratch: [n_rows, token_select_scratch_words(vocab)], filled
-// for the sampled rows by max_kernel and compact_kernel, or null (greedy rows only).
+// by max_kernel (every row's largest key) and compact_kernel (sampled rows' lists), or null
+// (greedy rows only, each then reduced here by one block).
 __global__ void __launch_bounds__(kThreads)
     select_kernel(const float* logits, int64_t vocab, const TokenChoice* choices, uint64_t* scratch,
                   int32_t* tokens) {
@@ -333,6 +339,10 @@ __global__ void __launch_bounds__(kThreads)
     const TokenChoice choice = choices[r];
 
     if (choice.temperature <= 0.0F) {  // greedy: the largest key of the raw logits
+        if (scratch != nullptr) {      // max_kernel found it over many blocks
+            if (threadIdx.x == 0) tokens[r] = token_of(*row_scratch(scratch, r, vocab).best);
+            return;
+        }
         uint64_t best = 0;
         for_each_value(row, vocab,
                        [&](int64_t i, float v) { best = umax(best, device_selection_key(v, i)); });
@@ -408,7 +418,7 @@ void token_select(const float* logits, int64_t n_rows, int64_t vocab, const Toke
     (void)configured;
     const auto cs = static_cast<cudaStream_t>(stream);
     if (scratch != nullptr) {
-        // Sampled rows' state (largest key, list length) starts at zero; greedy rows' is unused.
+        // Every row's state (largest key, list length) starts at zero.
         const size_t pitch =
             static_cast<size_t>(token_select_scratch_words(vocab)) * sizeof(uint64_t);
         CHERENKOV_CUDA_CHECK(cudaMemset2DAsync(scratch, pitch, 0, kStateWords * sizeof(uint64_t),

@@ -25,9 +25,11 @@ constexpr int64_t kQwenVocab = 151936;
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-// tokens picked on the device for rows of `logits` [n_rows, vocab], one choice per row.
+// tokens picked on the device for rows of `logits` [n_rows, vocab], one choice per row; without
+// scratch (greedy rows only) each row is reduced by one block.
 std::vector<int32_t> device_select(const std::vector<float>& logits, int64_t vocab,
-                                   const std::vector<TokenChoice>& choices) {
+                                   const std::vector<TokenChoice>& choices,
+                                   bool with_scratch = true) {
     const auto n_rows = static_cast<int64_t>(choices.size());
     DeviceBuffer d_logits(logits.size() * sizeof(float));
     d_logits.upload(logits.data(), logits.size() * sizeof(float));
@@ -39,7 +41,7 @@ std::vector<int32_t> device_select(const std::vector<float>& logits, int64_t voc
     DeviceBuffer d_tokens(choices.size() * sizeof(int32_t));
     d_tokens.fill(0xFF);
     token_select(d_logits.as<float>(), n_rows, vocab, d_choices.as<TokenChoice>(),
-                 scratch.as<uint64_t>(), d_tokens.as<int32_t>(), nullptr);
+                 with_scratch ? scratch.as<uint64_t>() : nullptr, d_tokens.as<int32_t>(), nullptr);
     device_synchronize();
     std::vector<int32_t> tokens(choices.size());
     d_tokens.download(tokens.data(), tokens.size() * sizeof(int32_t));
@@ -114,6 +116,8 @@ TEST(CudaTokenSelect, ArgmaxEqualsTheHostOnEveryKindOfRow) {
         const std::vector<TokenChoice> greedy(static_cast<size_t>(n_rows));
         const std::vector<int32_t> expected = host_select(logits, vocab, greedy);
         EXPECT_EQ(device_select(logits, vocab, greedy), expected) << "vocab " << vocab;
+        EXPECT_EQ(device_select(logits, vocab, greedy, false), expected)
+            << "vocab " << vocab << ", one block per row";
         for (int64_t r = 0; r < n_rows; ++r) {
             const auto row = std::span<const float>(logits).subspan(static_cast<size_t>(r * vocab),
                                                                     static_cast<size_t>(vocab));
