@@ -64,35 +64,44 @@ struct DeviceRouting {
 //   part_rows, part_weights [T, top]: each row's parts in increasing expert index, as
 //                moe_finish lays them out for moe_combine_kernel (part row = table index · T + t).
 // experts, weights: the router's [T, top], distinct experts per row; addresses: [E].
-// union_index: shared memory of E ints.
+// union_index: shared memory of E ints, then room for T·top ints and T·top floats (a staged copy
+// of experts and weights: the serial union below read them from global memory, a round trip per
+// entry, and the routing took ~10 µs).
 __device__ void build_device_routing(const int32_t* experts, const float* weights, int n_rows,
                                      int top, int n_experts, const DeviceRouting& r,
                                      int* union_index) {
     const int tk = n_rows * top;
-    for (int e = static_cast<int>(threadIdx.x); e < n_experts; e += static_cast<int>(blockDim.x))
-        union_index[e] = -1;
+    int* row_experts = union_index + n_experts;
+    auto* row_weights = reinterpret_cast<float*>(row_experts + tk);
+    const auto thread = static_cast<int>(threadIdx.x);
+    const auto threads = static_cast<int>(blockDim.x);
+    for (int i = thread; i < tk; i += threads) {
+        row_experts[i] = experts[i];
+        row_weights[i] = weights[i];
+    }
+    for (int e = thread; e < n_experts; e += threads) union_index[e] = -1;
+    if (r.first != nullptr && thread == threads - 1) r.table[0] = *r.first;
     __syncthreads();
-    if (threadIdx.x == 0) {  // at most 4 · top entries
+    if (thread == 0) {  // at most 4 · top entries
         const int n_first = r.first != nullptr ? 1 : 0;
-        if (r.first != nullptr) r.table[0] = *r.first;
         int n = n_first;
         for (int i = 0; i < tk; ++i) {
-            if (union_index[experts[i]] < 0) union_index[experts[i]] = n++;
+            if (union_index[row_experts[i]] < 0) union_index[row_experts[i]] = n++;
         }
         *r.n_table = n;
         atomicAdd(r.hits, static_cast<unsigned long long>(n - n_first));
     }
     __syncthreads();
-    for (int e = static_cast<int>(threadIdx.x); e < n_experts; e += static_cast<int>(blockDim.x)) {
+    for (int e = thread; e < n_experts; e += threads) {
         if (union_index[e] >= 0) r.table[union_index[e]] = r.addresses[e];
     }
-    for (int i = static_cast<int>(threadIdx.x); i < tk; i += static_cast<int>(blockDim.x)) {
+    for (int i = thread; i < tk; i += threads) {
         const int t = i / top;
-        const int32_t e = experts[i];
+        const int32_t e = row_experts[i];
         int rank = 0;  // experts of the row below e
-        for (int j = t * top; j < (t + 1) * top; ++j) rank += experts[j] < e ? 1 : 0;
+        for (int j = t * top; j < (t + 1) * top; ++j) rank += row_experts[j] < e ? 1 : 0;
         r.part_rows[t * top + rank] = union_index[e] * n_rows + t;
-        r.part_weights[t * top + rank] = weights[i];
+        r.part_weights[t * top + rank] = row_weights[i];
     }
 }
 
@@ -256,13 +265,14 @@ __device__ void warp_router_topk(const float* logits, int row, int n_experts, in
 // One warp per row (a block's warps take consecutive rows): p = softmax(logits[row]) (ops.cpp's
 // softmax: max, exp, sum, multiply by 1/sum; the sums in the warp's order), then the top
 // min(top + 1, E) by repeated warp argmax, with no block barrier (one block per row with a block
-// argmax per rank took ~10 µs at E = 512), in registers up to E = 32 · kRouterSlice. Lane 0 writes
-// the row's top experts, their weights (renormalized over the top when `normalize`, summed in rank
-// order as the CPU does) and the margin (kth − (k+1)th) / kth (∞ when top == E). logits: [T, E];
-// experts, weights: [T, top]; margins: [T] or null. grid ceil(T / warps). With routing.table set (T
-// ≤ the block's warps, one block), the block then turns the rows' top experts into the layer's
-// address table (build_device_routing): one launch instead of two. Dynamic shared memory: warps ·
-// (E floats, (top + 1) ints, E bytes), at least E ints.
+// argmax per rank took ~10 µs at E = 512), in registers up to E = 32 · kRouterSlice.
+// Lane 0 writes the row's top experts, their weights (renormalized over the top when `normalize`,
+// summed in rank order as the CPU does) and the margin (kth − (k+1)th) / kth (∞ when top == E).
+// logits: [T, E]; experts, weights: [T, top]; margins: [T] or null. grid ceil(T / warps).
+// With routing.table set (T ≤ the block's warps, one block), the block then turns the rows' top
+// experts into the layer's address table (build_device_routing): one launch instead of two.
+// Dynamic shared memory: warps · (E floats, (top + 1) ints, E bytes); with routing.table, at
+// least E + 2·T·top words.
 __global__ void router_topk_kernel(const float* logits, int n_rows, int n_experts, int top,
                                    bool normalize, int32_t* experts, float* weights, float* margins,
                                    DeviceRouting routing) {
@@ -402,10 +412,17 @@ void route(const DeviceMoeWeights& weights, const float* mix, int64_t n_rows, fl
     if (record) ctx.record("moe.router_logits", logits, n_rows * n_experts);
     const int rows = router_rows_per_block(c);
     CHERENKOV_ASSERT(routing.table == nullptr || n_rows <= rows, "one block routes the layer");
+    // Routing on the device reuses the shared memory for the union (E ints) and a staged copy
+    // of the rows' experts and weights (build_device_routing).
+    const size_t routing_bytes =
+        routing.table != nullptr
+            ? (static_cast<size_t>(n_experts) + 2 * static_cast<size_t>(n_rows) * top) * 4
+            : 0;
+    const size_t shared_bytes = std::max(rows * router_row_bytes(c), routing_bytes);
     launch_dependent(router_topk_kernel, dim3(static_cast<unsigned>((n_rows + rows - 1) / rows)),
-                     dim3(32 * rows), rows * router_row_bytes(c), stream, logits,
-                     static_cast<int>(n_rows), n_experts, top, c.norm_topk_prob, experts,
-                     expert_weights, record ? margins : nullptr, routing);
+                     dim3(32 * rows), shared_bytes, stream, logits, static_cast<int>(n_rows),
+                     n_experts, top, c.norm_topk_prob, experts, expert_weights,
+                     record ? margins : nullptr, routing);
     if (record) ctx.record("moe.margin", margins, n_rows);
 }
 
