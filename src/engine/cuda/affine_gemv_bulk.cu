@@ -82,7 +82,8 @@ struct Params {
     float inv_row_piece_chunks[2];
     int params_offset;
     int b_offset;
-    const float* x;  // [R, x_stride] (+ e·x_expert_stride for Down)
+    float x_silu_scale;  // Dense: not 0: the product takes silu(x_silu_scale · x) as its input
+    const float* x;      // [R, x_stride] (+ e·x_expert_stride for Down)
     size_t x_stride;
     size_t x_expert_stride;
     float* y;  // [R, y_stride] (+ e·y_expert_stride for GateUp and Down)
@@ -183,6 +184,14 @@ __device__ __forceinline__ void issue_copies(const Params& p, uint8_t* smem, int
     }
 }
 
+// silu(scale · v): the hyper-connection's activation between its down and up projections, taken
+// on the up projection's input as it is read (device_math.cuh's silu_f, so the same bits as a
+// separate kernel writing it first).
+struct ScaledSiluInput {
+    float scale;
+    __device__ __forceinline__ float operator()(float v) const { return silu_f(v * scale); }
+};
+
 // Dense, k_slices > 1: rank 0 of the cluster adds the other blocks' sums of the same rows to its
 // own, in rank order, through their shared memory (`partial`, as add_parts lays it out). Call
 // from every thread of every block of the cluster. Returns whether this warp holds the sums.
@@ -260,8 +269,13 @@ __global__ void __launch_bounds__(kThreads, 2) bulk_gemv_kernel(const Params p) 
     if constexpr (M == Mode::Down) x += blockIdx.y * p.x_expert_stride;
     if constexpr (M != Mode::Dense) y += blockIdx.y * p.y_expert_stride;
     auto* b_frag = reinterpret_cast<uint2*>(smem + p.b_offset);
-    build_b<Bits, G, R>(b_frag, x, p.x_stride, 0, p.n_groups, static_cast<int>(threadIdx.x),
-                        kThreads);
+    if (M == Mode::Dense && p.x_silu_scale != 0.0F) {
+        build_b<Bits, G, R>(b_frag, x, p.x_stride, 0, p.n_groups, static_cast<int>(threadIdx.x),
+                            kThreads, ScaledSiluInput{p.x_silu_scale});
+    } else {
+        build_b<Bits, G, R>(b_frag, x, p.x_stride, 0, p.n_groups, static_cast<int>(threadIdx.x),
+                            kThreads);
+    }
     __syncthreads();  // B and param_skip
 
     const int part = warp % p.k_split;
@@ -523,12 +537,13 @@ bool bulk_experts_take(const ExpertShape& shape, int n_rows) {
 }
 
 void bulk_gemv_dense(const DeviceAffineMatrix& w, const float* x, size_t x_stride, int n_rows,
-                     float* y, size_t y_stride, void* stream) {
+                     float* y, size_t y_stride, void* stream, float x_silu_scale) {
     Plan plan =
         checked_plan(Mode::Dense, w.bits, w.group_size, w.rows, w.cols, n_rows, "bulk_gemv_dense");
     plan.p.codes = w.codes;
     plan.p.scales = w.scales;
     plan.p.biases = w.biases;
+    plan.p.x_silu_scale = x_silu_scale;
     plan.p.x = x;
     plan.p.x_stride = x_stride;
     plan.p.y = y;

@@ -32,9 +32,11 @@ int bulk_gemv_column_slices(int bits, int group_size, int64_t rows, int64_t cols
 // Both expert launches (gate/up with SwiGLU, then down) of `shape` at n_rows.
 bool bulk_experts_take(const ExpertShape& shape, int n_rows);
 
-// y[t·y_stride + r] = W[r]·x[t]   (as affine_gemv).
+// y[t·y_stride + r] = W[r]·x[t]   (as affine_gemv). With x_silu_scale ≠ 0 the input is
+// silu(x_silu_scale · x[t]), taken as x is read (the hyper-connection's up projection; the same
+// bits as writing the activation first).
 void bulk_gemv_dense(const DeviceAffineMatrix& w, const float* x, size_t x_stride, int n_rows,
-                     float* y, size_t y_stride, void* stream);
+                     float* y, size_t y_stride, void* stream, float x_silu_scale = 0.0F);
 
 // h[e][t] = silu(gate_e·x_t) ⊙ (up_e·x_t) for every e < n_experts, t < n_rows. n_in_use (device
 // int, or null): only entries below *n_in_use are computed (a table filled by an earlier kernel).

@@ -16,7 +16,8 @@ bool bulk_experts_take(const ExpertShape&, int) {
     return false;
 }
 
-void bulk_gemv_dense(const DeviceAffineMatrix&, const float*, size_t, int, float*, size_t, void*) {
+void bulk_gemv_dense(const DeviceAffineMatrix&, const float*, size_t, int, float*, size_t, void*,
+                     float) {
     throw_unsupported("[bulk_gemv_dense] built without CUDA");
 }
 

@@ -239,9 +239,15 @@ __device__ __forceinline__ void unpack_stage(
 // first_entry, first_entry + stride, … (a lane of a warp: 32; a thread of a block: blockDim.x):
 // entry (step s, slot n, lane quarter c) at (s·2R + n)·4 + c, so lane n·4 + c of a step reads
 // consecutive uint2.
-template <int Bits, int G, int R>
+// x as it is read (build_b's default map).
+struct PlainInput {
+    __device__ __forceinline__ float operator()(float v) const { return v; }
+};
+
+template <int Bits, int G, int R, typename Map = PlainInput>
 __device__ __forceinline__ void build_b(uint2* region, const float* x, size_t x_stride, int g0,
-                                        int n_groups, int first_entry, int stride) {
+                                        int n_groups, int first_entry, int stride,
+                                        Map map = Map{}) {
     using S = CodeLayout<Bits, G>;
     const int entries = n_groups * S::kStepsPerGroup * R * 4;
     for (int i = first_entry; i < entries; i += stride) {
@@ -255,8 +261,10 @@ __device__ __forceinline__ void build_b(uint2* region, const float* x, size_t x_
         const int in_word = in_group % S::kStepsPerWord;
         const int a = group * G + c * (G / 4) + word * S::kCodesPerWord + 2 * in_word;
         const float* xr = x + static_cast<size_t>(t) * x_stride;
-        const float2 first = *reinterpret_cast<const float2*>(xr + a);
-        const float2 second = *reinterpret_cast<const float2*>(xr + a + S::kPairOffset);
+        float2 first = *reinterpret_cast<const float2*>(xr + a);
+        float2 second = *reinterpret_cast<const float2*>(xr + a + S::kPairOffset);
+        first = make_float2(map(first.x), map(first.y));
+        second = make_float2(map(second.x), map(second.y));
         const uint32_t hi0 = pack_bf16x2(first.x, second.x);
         const uint32_t hi1 = pack_bf16x2(first.y, second.y);
         const uint32_t lo0 = pack_bf16x2(first.x - bf16_low(hi0), second.x - bf16_high(hi0));

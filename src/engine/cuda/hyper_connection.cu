@@ -1,6 +1,7 @@
 // Hyper-connection mix on the GPU (spec/qwen4_exp.md §3.3), as engine/model/hyper_connection.cpp.
 // Kernels wait for the previous kernel before touching memory and are launched with
 // launch_dependent (dependent_launch.cuh).
+#include "engine/cuda/affine_gemv_bulk.h"
 #include "engine/cuda/dependent_launch.cuh"
 #include "engine/cuda/device_layers.cuh"
 #include "engine/cuda/device_math.cuh"
@@ -48,6 +49,14 @@ __global__ void inject_kernel(float* w, int64_t n, float inv_streams) {
     }
 }
 
+// Whether the up projection can take silu(down / C) as it reads its input (the bulk GEMV on
+// Hopper, decode rows, no bias): then the activation is not a launch of its own.
+bool silu_on_up_input(const DeviceLinear& up, int64_t n_rows) {
+    return up.quantized && up.bias == nullptr && n_rows <= kMaxGemvRows &&
+           bulk_gemv_takes(up.affine.bits, up.affine.group_size, up.affine.rows, up.affine.cols,
+                           static_cast<int>(n_rows));
+}
+
 }  // namespace
 
 void hyper_connection_mix(const DeviceHyperConnectionWeights& weights, const float* x,
@@ -74,10 +83,16 @@ void hyper_connection_mix(const DeviceHyperConnectionWeights& weights, const flo
     }
     DeviceScratch<float> down(static_cast<size_t>(n_rows * rank), s);
     linear_apply(weights.down, normed.data(), n_rows, down.data(), s);
-    launch_dependent(scaled_silu_kernel, dim3(elementwise_blocks(n_rows * rank)), dim3(256), 0, s,
-                     down.data(), n_rows * rank, inv_streams);
     DeviceScratch<float> gates(static_cast<size_t>(n_rows * width), s);
-    linear_apply(weights.up, down.data(), n_rows, gates.data(), s);
+    if (silu_on_up_input(weights.up, n_rows)) {  // one launch less on the mix's chain
+        bulk_gemv_dense(weights.up.affine, down.data(), static_cast<size_t>(rank),
+                        static_cast<int>(n_rows), gates.data(), static_cast<size_t>(width), s,
+                        inv_streams);
+    } else {
+        launch_dependent(scaled_silu_kernel, dim3(elementwise_blocks(n_rows * rank)), dim3(256), 0,
+                         s, down.data(), n_rows * rank, inv_streams);
+        linear_apply(weights.up, down.data(), n_rows, gates.data(), s);
+    }
     launch_dependent(mix_kernel, dim3(elementwise_blocks(n_rows * h)), dim3(256), 0, s,
                      gates.data(), normed.data(), n_rows, n_streams, h, inv_streams, mix);
     if (side != nullptr) side->join(s, 1);

@@ -288,6 +288,43 @@ TEST_F(CudaAffineGemv, ShortMatricesCutOverAClusterMatchTheCpu) {
     EXPECT_EQ(std::memcmp(first.data(), second.data(), first.size() * 4), 0);
 }
 
+// The hyper-connection's up projection takes silu(x / C) as it reads x (bulk_gemv_dense's
+// x_silu_scale): the CPU product of the activated x, on the Flash up shape and an odd one.
+TEST_F(CudaAffineGemv, BulkDenseTakesAScaledSiluInput) {
+    if (!bulk_gemv_takes(4, 64, 10240, 320, 1)) GTEST_SKIP() << "the bulk kernels need sm_90";
+    const float scale = 0.25F;
+    const int64_t shapes[][2] = {{10240, 320}, {77, 640}};
+    for (const auto& shape : shapes) {
+        const TestMatrix m = make_matrix(shape[0], shape[1], 4, 64, 23);
+        const auto cols = static_cast<size_t>(shape[1]);
+        const auto rows = static_cast<size_t>(shape[0]);
+        const auto x = random_vector(cols * kMaxGemvRows, 29);
+        std::vector<float> activated(x.size());
+        for (size_t i = 0; i < x.size(); ++i) {
+            const float v = x[i] * scale;
+            activated[i] = v / (1.0F + std::exp(-v));
+        }
+        std::vector<float> expected(rows * kMaxGemvRows);
+        matmul(m.host(), activated.data(), cols, kMaxGemvRows, expected.data(), rows, &pool_);
+        const std::vector<double> magnitude = magnitudes(m, activated, cols, kMaxGemvRows, &pool_);
+        DeviceBuffer d_x(x.size() * 4), d_y(expected.size() * 4);
+        d_x.upload(x.data(), x.size() * 4);
+        std::vector<float> got(expected.size());
+        for (int n_rows = 1; n_rows <= kMaxGemvRows; ++n_rows) {
+            d_y.fill(0xFF);
+            bulk_gemv_dense(m.device(), d_x.as<float>(), cols, n_rows, d_y.as<float>(), rows,
+                            nullptr, scale);
+            d_y.download(got.data(), got.size() * 4);
+            for (size_t i = 0; i < rows * static_cast<size_t>(n_rows); ++i) {
+                ASSERT_LE(std::fabs(static_cast<double>(got[i]) - expected[i]),
+                          kTolerance * magnitude[i] + 1e-6)
+                    << "shape [" << shape[0] << "," << shape[1] << "] n_rows=" << n_rows
+                    << " i=" << i;
+            }
+        }
+    }
+}
+
 TEST_F(CudaAffineGemv, ResultsAreBitwiseReproducible) {
     for (const int bits : kBits) {
         const TestMatrix m = make_matrix(2560, 6144, bits, 64, 42 + bits);
