@@ -251,6 +251,23 @@ TEST_F(CudaAffineGemv, ExpertSwigluMatchesCpuComposition) {
     }
 }
 
+// Whether two runs of affine_gemv over kMaxGemvRows rows of x give the same bits.
+bool dense_runs_repeat(const TestMatrix& m, uint64_t seed) {
+    const auto rows = static_cast<size_t>(m.rows);
+    const auto cols = static_cast<size_t>(m.cols);
+    const auto x = random_vector(cols * kMaxGemvRows, seed);
+    DeviceBuffer d_x(x.size() * 4), d_y(rows * kMaxGemvRows * 4);
+    d_x.upload(x.data(), x.size() * 4);
+    std::vector<float> first(rows * kMaxGemvRows), second(rows * kMaxGemvRows);
+    for (std::vector<float>* out : {&first, &second}) {
+        d_y.fill(0xFF);
+        affine_gemv(m.device(), d_x.as<float>(), cols, kMaxGemvRows, d_y.as<float>(), rows,
+                    nullptr);
+        d_y.download(out->data(), out->size() * 4);
+    }
+    return std::memcmp(first.data(), second.data(), first.size() * 4) == 0;
+}
+
 // Matrices too short to give every multiprocessor a block (the hyper-connection projections, the
 // Gated DeltaNet a/b rows) are cut over a cluster's blocks on Hopper: still the CPU's results, and
 // the same bits run to run (the cluster adds its slices in rank order).
@@ -275,17 +292,7 @@ TEST_F(CudaAffineGemv, ShortMatricesCutOverAClusterMatchTheCpu) {
             if (HasFailure()) return;
         }
     }
-    const TestMatrix m = make_matrix(320, 10240, 4, 64, 17);
-    const auto x = random_vector(size_t{4} * 10240, 5);
-    DeviceBuffer d_x(x.size() * 4), d_y(size_t{4} * 320 * 4);
-    d_x.upload(x.data(), x.size() * 4);
-    std::vector<float> first(size_t{4} * 320), second(size_t{4} * 320);
-    for (std::vector<float>* out : {&first, &second}) {
-        d_y.fill(0xFF);
-        affine_gemv(m.device(), d_x.as<float>(), 10240, 4, d_y.as<float>(), 320, nullptr);
-        d_y.download(out->data(), out->size() * 4);
-    }
-    EXPECT_EQ(std::memcmp(first.data(), second.data(), first.size() * 4), 0);
+    EXPECT_TRUE(dense_runs_repeat(make_matrix(320, 10240, 4, 64, 17), 5));
 }
 
 // The hyper-connection's up projection takes silu(x / C) as it reads x (bulk_gemv_dense's
@@ -327,18 +334,9 @@ TEST_F(CudaAffineGemv, BulkDenseTakesAScaledSiluInput) {
 
 TEST_F(CudaAffineGemv, ResultsAreBitwiseReproducible) {
     for (const int bits : kBits) {
-        const TestMatrix m = make_matrix(2560, 6144, bits, 64, 42 + bits);
-        const auto x = random_vector(size_t{4} * 6144, 3);
-        DeviceBuffer d_x(x.size() * 4), d_y(size_t{4} * 2560 * 4);
-        d_x.upload(x.data(), x.size() * 4);
+        EXPECT_TRUE(dense_runs_repeat(make_matrix(2560, 6144, bits, 64, 42 + bits), 3))
+            << "bits=" << bits;
         std::vector<float> first(size_t{4} * 2560), second(size_t{4} * 2560);
-        for (std::vector<float>* out : {&first, &second}) {
-            d_y.fill(0xFF);
-            affine_gemv(m.device(), d_x.as<float>(), 6144, 4, d_y.as<float>(), 2560, nullptr);
-            d_y.download(out->data(), out->size() * 4);
-        }
-        EXPECT_EQ(std::memcmp(first.data(), second.data(), first.size() * 4), 0) << "bits=" << bits;
-
         const TestExperts ex = make_experts(10, 2560, 640, bits, 64, 9 + bits);
         const auto xe = random_vector(size_t{4} * 2560, 4);
         const auto weights = routing_weights(10, 4, 11);
