@@ -65,8 +65,8 @@ struct DeviceRouting {
 //                moe_finish lays them out for moe_combine_kernel (part row = table index · T + t).
 // experts, weights: the router's [T, top], distinct experts per row; addresses: [E].
 // union_index: shared memory of E ints, then room for T·top ints and T·top floats (a staged copy
-// of experts and weights: the serial union below read them from global memory, a round trip per
-// entry, and the routing took ~10 µs).
+// of experts and weights, read once by all threads: the serial union below read them from global
+// memory, a round trip per entry).
 __device__ void build_device_routing(const int32_t* experts, const float* weights, int n_rows,
                                      int top, int n_experts, const DeviceRouting& r,
                                      int* union_index) {
