@@ -34,18 +34,23 @@ namespace q4 = model_data::qwen4_exp;
 
 // ---- kernels ----
 
-// W[row][d], affine (any bit width) or float32.
+// W[row][d], affine (any bit width) or float32. Offsets inside a row are 32-bit (an embedding row
+// is the hidden size): with a 64-bit division per value the one-block kernel took 11.6-11.8 µs
+// per token under ncu, now 9.1-10.5 (H200, 4-layer synthetic store).
 __device__ __forceinline__ float embedding_value(const DeviceLinear& w, int64_t row, int64_t d) {
     if (!w.quantized) return w.dense[row * w.cols + d];
     const DeviceAffineMatrix& a = w.affine;
-    const int64_t row_bytes = a.cols * a.bits / 8;
-    const uint8_t* codes = a.codes + row * row_bytes;
-    const int64_t bit = d * a.bits;
-    const int64_t byte = bit >> 3;
+    const auto column = static_cast<uint32_t>(d);
+    const auto row_bytes = static_cast<uint32_t>(a.cols) * static_cast<uint32_t>(a.bits) / 8;
+    const uint8_t* codes = a.codes + row * static_cast<int64_t>(row_bytes);
+    const uint32_t bit = column * static_cast<uint32_t>(a.bits);
+    const uint32_t byte = bit >> 3;
     uint32_t word = codes[byte];
     if (byte + 1 < row_bytes) word |= static_cast<uint32_t>(codes[byte + 1]) << 8;
     const uint32_t q = (word >> (bit & 7)) & ((1U << a.bits) - 1U);
-    const int64_t g = row * (a.cols / a.group_size) + d / a.group_size;
+    const auto group_size = static_cast<uint32_t>(a.group_size);
+    const auto groups = static_cast<uint32_t>(a.cols) / group_size;
+    const int64_t g = row * static_cast<int64_t>(groups) + column / group_size;
     const float scale = __uint_as_float(static_cast<uint32_t>(a.scales[g]) << 16);
     const float bias = __uint_as_float(static_cast<uint32_t>(a.biases[g]) << 16);
     return scale * static_cast<float>(q) + bias;
