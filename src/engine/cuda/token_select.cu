@@ -261,8 +261,8 @@ __device__ inline RowScratch row_scratch(uint64_t* scratch, int64_t row, int64_t
 }
 
 // grid n_rows · segments (block b: row b ÷ segments, values [kSpreadValues·(b mod segments), …)),
-// kSpreadThreads threads; sampled rows only. The largest key of the scaled logits into the row's
-// state (zeroed by the launcher).
+// kSpreadThreads threads. The largest key of the scaled logits (greedy rows: of the logits) into
+// the row's state (zeroed by the launcher).
 __global__ void __launch_bounds__(kSpreadThreads)
     max_kernel(const float* logits, int64_t vocab, int segments, const TokenChoice* choices,
                uint64_t* scratch) {
@@ -275,7 +275,10 @@ __global__ void __launch_bounds__(kSpreadThreads)
     const int64_t n = min(kSpreadValues, vocab - first);
     const float* row = logits + r * vocab + first;
     uint64_t best = 0;
-    if (temperature <= 0.0F) {  // greedy: the raw logits' keys (block-uniform branch)
+    // Greedy: the raw logits' keys (block-uniform branch). One loop dividing greedy rows by 1
+    // gives the same keys, but took 8.5 µs at vocab 151936 against these loops' 7.8 (the
+    // division; H200, two sessions' runs).
+    if (temperature <= 0.0F) {
         for_each_value(row, n, [&](int64_t i, float v) {
             best = umax(best, device_selection_key(v, first + i));
         });
