@@ -2,18 +2,19 @@
 // set" or "the largest key whose cumulative integer weight (in key order) reaches a target",
 // found by a reduction or a radix select over 64-bit keys (8 bits a pass, stopping once one
 // candidate is left), the same integers engine/model/token_selector.cpp computes on the host.
-// Greedy rows: one block per row (select_kernel). Sampled rows: first many blocks per row find
-// the largest key (max_kernel), then compact the candidates of non-zero weight, the keys of
-// s ≥ best − ~27.7, into the caller's scratch (compact_kernel); then one block per row runs the
-// selects on that list (select_kernel). The compaction loses nothing: weights are monotone in
-// the key, so the list is the row's top-M keys, and every select but top-k ignores zero weights
-// (top-k's cut with k ≥ M keeps the whole list, as the full row would). One block per row over
-// the whole row took 298 µs for a confident row at vocab 151936 (top-p), now 28
-// (bench/token_select_cuda_bench; docs/cuda-backend.md has the table). Passes load kBatch values
-// per thread before using any. Each kernel waits for the previous one
-// before touching memory and is launched with launch_dependent (dependent_launch.cuh).
+// With scratch: many blocks per row find the largest key (max_kernel), which is a greedy row's
+// token; for sampled rows they then compact the candidates of non-zero weight, the keys of
+// s ≥ best − ~27.7, into the scratch (compact_kernel); then up to 32 blocks per row run the
+// selects on that list together (select_kernel), meeting at a barrier after each radix pass.
+// Without scratch, one block per greedy row (greedy_kernel). The compaction loses nothing:
+// weights are monotone in the key, so the list is the row's top-M keys, and every select but
+// top-k ignores zero weights (top-k's cut with k ≥ M keeps the whole list, as the full row
+// would). Passes load kBatch values per thread before using any. Each kernel waits for the
+// previous one before touching memory and is launched with launch_dependent
+// (dependent_launch.cuh). Timings: bench/token_select_cuda_bench, docs/cuda-backend.md.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -30,9 +31,10 @@ constexpr int kWarps = kThreads / 32;
 // The row-wide passes before the selects: blocks of kSpreadThreads, kSpreadValues values each.
 constexpr int kSpreadThreads = 256;
 constexpr int64_t kSpreadValues = 4096;
-// Per sampled row, ahead of its keys and weights: the largest key and the candidate count.
-constexpr int64_t kStateWords = 2;
-static_assert(token_select_scratch_words(1) == kStateWords + 4);
+constexpr int kSpreadWarps = kSpreadThreads / 32;
+// Per row, ahead of its histograms and lists: the largest key, the candidate count, the barrier
+// count, a copy count per select, a select's found key, one spare word.
+constexpr int64_t kStateWords = 8;
 
 // selection_key (token_selector.h): NaN below -inf, -0 equal to +0, ties to the lower index.
 __device__ inline uint64_t device_selection_key(float value, int64_t index) {
@@ -85,7 +87,7 @@ __device__ uint64_t block_max(uint64_t value, uint64_t* shared) {
     return value;
 }
 
-constexpr int kDigits = 256;
+constexpr int kDigits = 256;  // of a radix pass (8 bits)
 // Values of a row each thread loads before using any: a pass over the row is a chain of
 // dependent loads otherwise (one at a time per thread: ~15 µs a pass at vocab 32768, and the
 // sampled path makes up to ~20 passes).
@@ -108,156 +110,38 @@ __device__ __forceinline__ void for_each_value(const T* row, int64_t n, F&& f) {
         }
     }
 }
-// Dynamic shared memory: per warp, a mass and a count histogram of the digits. A single
-// block-wide histogram serialized the atomics: most candidates share a few top digits (the float
-// exponent), so a pass was ~vocab same-address atomics in a row.
-constexpr size_t kHistogramBytes =
-    (sizeof(unsigned long long) + sizeof(unsigned)) * size_t{kWarps} * kDigits;
-
-struct SelectShared {
-    uint64_t reduce[kWarps];
-    uint64_t prefix;
-    uint64_t remaining;
-    unsigned count;
-    unsigned copied;  // candidates copied to the spare list
-    uint64_t found;
-};
-
-// A select's candidates: keys[i] for i < n with key ≥ floor, weighing masses[i] (every one 1
-// when masses is null); those of zero mass do not take part.
-struct Candidates {
-    const uint64_t* keys;
-    const uint64_t* masses;
-    int64_t n;
-    uint64_t floor;
-
-    __device__ uint64_t mass(int64_t i) const { return masses == nullptr ? 1 : masses[i]; }
-};
-
-// Room for one copy of a select's candidates (as many keys and masses as the list holds).
-struct Spare {
-    uint64_t* keys;
-    uint64_t* masses;
-};
-
-// The largest key k among the candidates such that those with key ≥ k weigh at least
-// target_of(total), total the candidates' weight (1 ≤ target ≤ total): the candidate where the
-// cumulative weight, walked in key order, first reaches the target. The first pass's histogram
-// gives the total, so a target that depends on it (top-p, the draw) costs no walk of its own.
-// Passes of 8 bits from the high byte; bucket weights are integer
-// atomics into per-warp histograms, added up per digit, so exact. Once the chosen bucket holds
-// one candidate, that candidate is the answer: one more pass finds it instead of a pass per
-// remaining byte. Once it holds at most a quarter of the candidates, they are copied to `spare`
-// and the later passes walk the copy (a flat row's first passes keep most of the row; each pass
-// walked all of it again).
-template <typename TargetOf>
-__device__ uint64_t select_by_mass(Candidates c, const TargetOf& target_of, Spare spare,
-                                   SelectShared& sh, unsigned long long* masses) {
-    auto* counts = reinterpret_cast<unsigned*>(masses + kWarps * kDigits);
-    unsigned long long* my_masses = masses + (threadIdx.x >> 5) * kDigits;
-    unsigned* my_counts = counts + (threadIdx.x >> 5) * kDigits;
-    uint64_t prefix = 0;
-    uint64_t mask = 0;
-    uint64_t remaining = 0;  // set from the first pass's total
-    bool copied = false;
-    for (int shift = 56; shift >= 0; shift -= 8) {
-        for (int d = threadIdx.x; d < kWarps * kDigits; d += blockDim.x) {
-            masses[d] = 0;
-            counts[d] = 0;
-        }
-        __syncthreads();
-        for_each_value(c.keys, c.n, [&](int64_t i, uint64_t key) {
-            if (key < c.floor || (key & mask) != prefix) return;
-            const uint64_t m = c.mass(i);
-            if (m == 0) return;
-            const auto digit = static_cast<uint32_t>((key >> shift) & 0xFF);
-            atomicAdd(&my_masses[digit], static_cast<unsigned long long>(m));
-            atomicAdd(&my_counts[digit], 1U);
-        });
-        __syncthreads();
-        // Digit d's totals into warp 0's histograms (thread d alone touches column d).
-        for (int d = threadIdx.x; d < kDigits; d += blockDim.x) {
-            unsigned long long sum = 0;
-            unsigned count = 0;
-            for (int w = 0; w < kWarps; ++w) {
-                sum += masses[w * kDigits + d];
-                count += counts[w * kDigits + d];
-            }
-            masses[d] = sum;
-            counts[d] = count;
-        }
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            if (shift == 56) {
-                uint64_t total = 0;
-                for (int d = 0; d < kDigits; ++d) total += masses[d];
-                remaining = target_of(total);
-            }
-            uint64_t above = 0;  // weight of the matching keys with a larger digit
-            int digit = 255;
-            while (digit > 0 && above + masses[digit] < remaining) above += masses[digit--];
-            sh.prefix = prefix | (static_cast<uint64_t>(digit) << shift);
-            sh.remaining = remaining - above;
-            sh.count = counts[digit];
-            sh.copied = 0;
-        }
-        __syncthreads();
-        prefix = sh.prefix;
-        remaining = sh.remaining;
-        mask |= uint64_t{0xFF} << shift;
-        if (sh.count == 1 && shift > 0) {
-            // The bucket's one candidate: the later passes would walk down to its key.
-            for (int64_t i = threadIdx.x; i < c.n; i += blockDim.x) {
-                const uint64_t key = c.keys[i];
-                if (key >= c.floor && (key & mask) == prefix && c.mass(i) != 0) sh.found = key;
-            }
-            __syncthreads();
-            return sh.found;
-        }
-        if (!copied && shift > 0 && int64_t{sh.count} * 4 <= c.n) {
-            for_each_value(c.keys, c.n, [&](int64_t i, uint64_t key) {
-                if (key < c.floor || (key & mask) != prefix) return;
-                const uint64_t m = c.mass(i);
-                if (m == 0) return;
-                const unsigned at = atomicAdd(&sh.copied, 1U);
-                spare.keys[at] = key;
-                spare.masses[at] = m;
-            });
-            __syncthreads();  // the copy (global memory, this block only) and sh.copied
-            c = Candidates{spare.keys, spare.masses, sh.copied, 0};
-            copied = true;
-        }
-    }
-    return prefix;
-}
-
-// The host's top_p_target and draw_threshold, with the same correctly rounded double operations.
-__device__ inline uint64_t device_top_p_target(float top_p, uint64_t total) {
-    const double target = ceil(static_cast<double>(top_p) * static_cast<double>(total));
-    return umin(static_cast<uint64_t>(target), total);
-}
-
-__device__ inline uint64_t device_draw_threshold(double u, uint64_t total) {
-    const auto draw = static_cast<uint64_t>(floor(u * static_cast<double>(total)));
-    return umin(draw, total - 1);
-}
-
-// A sampled row's scratch: [state (kStateWords), keys, weights, spare keys, spare masses], the
-// last four vocab words each.
+// A sampled row's scratch: [state (kStateWords), three digit histograms (kHistogramWords each),
+// keys, weights, spare keys, spare masses (vocab words each)].
 struct RowScratch {
-    unsigned long long* best;   // the row's largest key (atomicMax)
-    unsigned long long* count;  // candidates in the list (atomicAdd)
+    unsigned long long* best;        // the row's largest key (atomicMax)
+    unsigned long long* count;       // candidates in the list (atomicAdd)
+    unsigned* arrived;               // the row's blocks' barrier arrivals
+    unsigned long long* copied;      // [3] candidates copied aside, per select
+    unsigned long long* found;       // a select's one remaining candidate
+    unsigned long long* histograms;  // [3][2][kDigits]: masses, then counts, per digit
     uint64_t* keys;
     uint64_t* weights;
-    Spare spare;  // a select's candidates, once few enough to copy
+    uint64_t* spare_keys;  // a select's candidates, once few enough to copy
+    uint64_t* spare_masses;
 };
 
+constexpr int64_t kHistogramWords = 2 * kDigits;
+static_assert(token_select_scratch_words(1) == kStateWords + 3 * kHistogramWords + 4);
+
 __device__ inline RowScratch row_scratch(uint64_t* scratch, int64_t row, int64_t vocab) {
-    uint64_t* base = scratch + row * (kStateWords + 4 * vocab);
-    uint64_t* lists = base + kStateWords;
-    return RowScratch{reinterpret_cast<unsigned long long*>(base),
-                      reinterpret_cast<unsigned long long*>(base + 1), lists, lists + vocab,
-                      Spare{lists + 2 * vocab, lists + 3 * vocab}};
+    uint64_t* base = scratch + row * (kStateWords + 3 * kHistogramWords + 4 * vocab);
+    auto* words = reinterpret_cast<unsigned long long*>(base);
+    uint64_t* lists = base + kStateWords + 3 * kHistogramWords;
+    return RowScratch{words,
+                      words + 1,
+                      reinterpret_cast<unsigned*>(words + 2),
+                      words + 3,
+                      words + 6,
+                      words + kStateWords,
+                      lists,
+                      lists + vocab,
+                      lists + 2 * vocab,
+                      lists + 3 * vocab};
 }
 
 // grid n_rows · segments (block b: row b ÷ segments, values [kSpreadValues·(b mod segments), …)),
@@ -306,7 +190,7 @@ __global__ void __launch_bounds__(kSpreadThreads)
     const RowScratch rs = row_scratch(scratch, r, vocab);
     const float* row = logits + r * vocab;
     const float best = row[token_of(*rs.best)] / temperature;
-    if (!isfinite(best)) return;  // select_kernel picks the best token itself
+    if (!isfinite(best)) return;  // the select kernel picks the best token itself
     const int64_t first = (blockIdx.x % segments) * kSpreadValues;
     const int64_t end = min(first + kSpreadValues, vocab);
     const int lane = static_cast<int>(threadIdx.x & 31);
@@ -327,47 +211,298 @@ __global__ void __launch_bounds__(kSpreadThreads)
     }
 }
 
-// grid n_rows, kThreads threads. scratch: [n_rows, token_select_scratch_words(vocab)], filled
-// by max_kernel (every row's largest key) and compact_kernel (sampled rows' lists), or null
-// (greedy rows only, each then reduced here by one block).
+// grid n_rows, kThreads threads, no scratch: greedy rows reduced by one block each (sampled rows
+// need the scratch and get -1).
 __global__ void __launch_bounds__(kThreads)
-    select_kernel(const float* logits, int64_t vocab, const TokenChoice* choices, uint64_t* scratch,
-                  int32_t* tokens) {
-    __shared__ SelectShared sh;
-    extern __shared__ unsigned long long histograms[];  // kHistogramBytes
+    greedy_kernel(const float* logits, int64_t vocab, const TokenChoice* choices, int32_t* tokens) {
+    __shared__ uint64_t reduce[kWarps];
     wait_for_previous_kernel();
     allow_next_kernel();
     const int64_t r = blockIdx.x;
-    const float* row = logits + r * vocab;
-    const TokenChoice choice = choices[r];
-
-    if (choice.temperature <= 0.0F) {  // greedy: the largest key of the raw logits
-        if (scratch != nullptr) {      // max_kernel found it over many blocks
-            if (threadIdx.x == 0) tokens[r] = token_of(*row_scratch(scratch, r, vocab).best);
-            return;
-        }
-        uint64_t best = 0;
-        for_each_value(row, vocab,
-                       [&](int64_t i, float v) { best = umax(best, device_selection_key(v, i)); });
-        best = block_max(best, sh.reduce);
-        if (threadIdx.x == 0) tokens[r] = token_of(best);
-        return;
-    }
-    if (scratch == nullptr) {
+    if (choices[r].temperature > 0.0F) {
         if (threadIdx.x == 0) tokens[r] = -1;
         return;
     }
+    const float* row = logits + r * vocab;
+    uint64_t best = 0;
+    for_each_value(row, vocab,
+                   [&](int64_t i, float v) { best = umax(best, device_selection_key(v, i)); });
+    best = block_max(best, reduce);
+    if (threadIdx.x == 0) tokens[r] = token_of(best);
+}
+
+// The blocks of one row's select: rank among `blocks`, and the barrier they meet at.
+struct RowGroup {
+    int rank;
+    int blocks;
+    unsigned* arrived;
+    unsigned epoch;  // barriers this block has passed
+
+    // Every block of the row reaches it before any leaves; what one block wrote to global memory
+    // before it is visible to the others after it. The launcher keeps the grid small enough for
+    // every block to be resident at once, so the wait cannot starve.
+    __device__ void sync() {
+        __syncthreads();
+        ++epoch;
+        if (threadIdx.x == 0) {
+            __threadfence();
+            atomicAdd(arrived, 1U);
+            const unsigned target = epoch * static_cast<unsigned>(blocks);
+            unsigned seen = 0;
+            do {
+                asm volatile("ld.acquire.gpu.global.u32 %0, [%1];"
+                             : "=r"(seen)
+                             : "l"(arrived)
+                             : "memory");
+            } while (seen < target);
+        }
+        __syncthreads();
+    }
+};
+
+struct GroupShared {
+    unsigned long long masses[kSpreadWarps][kDigits];
+    unsigned counts[kSpreadWarps][kDigits];
+    unsigned long long digit_mass[kDigits];
+    unsigned long long digit_count[kDigits];
+    uint64_t prefix;
+    uint64_t remaining;
+    uint64_t count;
+};
+
+// A select's candidates: keys[i] for i < n with key ≥ floor, weighing masses[i] (every one 1
+// when masses is null); those of zero mass do not take part. The lists may have been written by
+// other blocks of this launch: they are read through L2 (__ldcg).
+struct Candidates {
+    const uint64_t* keys;
+    const uint64_t* masses;
+    int64_t n;
+    uint64_t floor;
+
+    __device__ uint64_t mass(int64_t i) const { return masses == nullptr ? 1 : __ldcg(masses + i); }
+};
+
+// Calls f(i, key, mass, in_range) for this block's share of the candidates (i = rank·T + t,
+// then every blocks·T-th), kBatch keys and masses in flight per thread; the trip count is
+// warp-uniform, so f may use warp collectives (in_range false past the end).
+template <typename F>
+__device__ __forceinline__ void for_each_candidate(const Candidates& c, const RowGroup& g, F&& f) {
+    const int64_t stride = int64_t{g.blocks} * kSpreadThreads;
+    const int64_t warp_base = int64_t{g.rank} * kSpreadThreads + (threadIdx.x & ~31U);
+    const int lane = static_cast<int>(threadIdx.x & 31);
+    for (int64_t base = warp_base; base < c.n; base += kBatch * stride) {
+        uint64_t key[kBatch];
+        uint64_t mass[kBatch];
+#pragma unroll
+        for (int k = 0; k < kBatch; ++k) {
+            const int64_t i = base + lane + k * stride;
+            key[k] = i < c.n ? __ldcg(c.keys + i) : 0;
+            mass[k] = i < c.n ? c.mass(i) : 0;
+        }
+#pragma unroll
+        for (int k = 0; k < kBatch; ++k) {
+            if (base + k * stride >= c.n) break;  // warp-uniform
+            const int64_t i = base + lane + k * stride;
+            f(i, key[k], mass[k], i < c.n);
+        }
+    }
+}
+
+// Adds (mass, 1) to digit `digit` of this warp's histograms for the lanes with `take`. When
+// every taking lane has the same digit (most of a flat row's first passes), the warp adds its
+// sum with one atomic instead of 32 on one address.
+__device__ __forceinline__ void add_to_histogram(GroupShared& sh, int warp, bool take,
+                                                 uint32_t digit, uint64_t mass) {
+    const unsigned taking = __ballot_sync(0xFFFFFFFFU, take);
+    if (taking == 0) return;
+    const int leader = __ffs(static_cast<int>(taking)) - 1;
+    const uint32_t leader_digit = __shfl_sync(0xFFFFFFFFU, digit, leader);
+    if (__all_sync(0xFFFFFFFFU, !take || digit == leader_digit)) {
+        uint64_t sum = take ? mass : 0;
+        for (int offset = 16; offset > 0; offset >>= 1) {
+            sum += __shfl_xor_sync(0xFFFFFFFFU, sum, offset);
+        }
+        if (static_cast<int>(threadIdx.x & 31) == leader) {
+            atomicAdd(&sh.masses[warp][digit], static_cast<unsigned long long>(sum));
+            atomicAdd(&sh.counts[warp][digit], static_cast<unsigned>(__popc(taking)));
+        }
+        return;
+    }
+    if (take) {
+        atomicAdd(&sh.masses[warp][digit], static_cast<unsigned long long>(mass));
+        atomicAdd(&sh.counts[warp][digit], 1U);
+    }
+}
+
+// Warp 0 of a block: the digit of this pass, the largest d whose suffix weight
+// Σ_{d' ≥ d} mass[d'] reaches `remaining` (digit 0 when none does), with `remaining` less the
+// weight above it, and d's count, into sh (prefix, remaining, count). Lane l holds digits
+// 8l … 8l + 7; the lanes' suffix sums come from a shuffle scan, then the chosen lane walks its
+// eight. On the first pass `remaining` is first set to target_of(total).
+template <typename TargetOf>
+__device__ void choose_digit(GroupShared& sh, const TargetOf& target_of, bool first,
+                             uint64_t remaining, uint64_t prefix, int shift) {
+    const int lane = static_cast<int>(threadIdx.x & 31);
+    uint64_t mine = 0;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) mine += sh.digit_mass[8 * lane + k];
+    // above: the weight of the lanes after this one (larger digits).
+    uint64_t suffix = mine;
+    for (int offset = 1; offset < 32; offset <<= 1) {
+        const uint64_t v = __shfl_down_sync(0xFFFFFFFFU, suffix, offset);
+        if (lane + offset < 32) suffix += v;
+    }
+    const uint64_t total = __shfl_sync(0xFFFFFFFFU, suffix, 0);
+    if (first) remaining = target_of(total);
+    const uint64_t above = suffix - mine;
+    const unsigned reaching = __ballot_sync(0xFFFFFFFFU, suffix >= remaining);
+    const int chosen = reaching == 0 ? 0 : 31 - __clz(static_cast<int>(reaching));
+    if (lane != chosen) return;
+    uint64_t running = above;
+    int digit = 8 * lane + 7;
+    while (digit > 0 && running + sh.digit_mass[digit] < remaining)
+        running += sh.digit_mass[digit--];
+    sh.prefix = prefix | (static_cast<uint64_t>(digit) << shift);
+    sh.remaining = remaining - running;
+    sh.count = sh.digit_count[digit];
+}
+
+// The largest key k among the candidates such that those with key ≥ k weigh at least
+// target_of(total), total the candidates' weight (1 ≤ target ≤ total): the candidate where the
+// cumulative weight, walked in key order, first reaches the target. Passes of 8 bits from the
+// high byte over every block of the row: each block sums its share into per-warp histograms
+// (integer atomics, so exact), adds them into one of the row's three global histograms, and after
+// the barrier every block reads the same sums and takes the same decision. The first pass's
+// histogram gives the total, so a target that depends on it (top-p, the draw) costs no walk of
+// its own. Once the chosen bucket holds one candidate, one more walk finds it; once it holds at
+// most a quarter of the candidates, they are copied aside and the later passes walk the copy.
+// `pass` counts the row's histogram passes in this launch (pass p uses histogram p mod 3; block
+// 0 clears the next one before the barrier, after every block has read it two passes ago).
+template <typename TargetOf>
+__device__ uint64_t select_by_mass(Candidates c, const TargetOf& target_of, int select,
+                                   const RowScratch& rs, RowGroup& g, GroupShared& sh, int& pass) {
+    uint64_t prefix = 0;
+    uint64_t mask = 0;
+    uint64_t remaining = 0;  // set from the first pass's total
+    bool copied = false;
+    const int lane = static_cast<int>(threadIdx.x & 31);
+    const int warp = static_cast<int>(threadIdx.x >> 5);
+    for (int shift = 56; shift >= 0; shift -= 8) {
+        for (int d = threadIdx.x; d < kSpreadWarps * kDigits; d += kSpreadThreads) {
+            (&sh.masses[0][0])[d] = 0;
+            (&sh.counts[0][0])[d] = 0;
+        }
+        __syncthreads();
+        for_each_candidate(c, g, [&](int64_t, uint64_t key, uint64_t m, bool in_range) {
+            const bool take = in_range && key >= c.floor && (key & mask) == prefix && m != 0;
+            add_to_histogram(sh, warp, take, static_cast<uint32_t>((key >> shift) & 0xFF), m);
+        });
+        __syncthreads();
+        unsigned long long* global = rs.histograms + (pass % 3) * kHistogramWords;
+        for (int d = threadIdx.x; d < kDigits; d += kSpreadThreads) {
+            unsigned long long sum = 0;
+            unsigned long long count = 0;
+            for (int w = 0; w < kSpreadWarps; ++w) {
+                sum += sh.masses[w][d];
+                count += sh.counts[w][d];
+            }
+            if (count != 0) {
+                atomicAdd(global + d, sum);
+                atomicAdd(global + kDigits + d, count);
+            }
+        }
+        if (g.rank == 0) {
+            unsigned long long* next = rs.histograms + ((pass + 1) % 3) * kHistogramWords;
+            for (int d = threadIdx.x; d < kHistogramWords; d += kSpreadThreads) next[d] = 0;
+        }
+        ++pass;
+        g.sync();
+        for (int d = threadIdx.x; d < kDigits; d += kSpreadThreads) {
+            sh.digit_mass[d] = __ldcg(global + d);
+            sh.digit_count[d] = __ldcg(global + kDigits + d);
+        }
+        __syncthreads();
+        if (warp == 0) choose_digit(sh, target_of, shift == 56, remaining, prefix, shift);
+        __syncthreads();
+        prefix = sh.prefix;
+        remaining = sh.remaining;
+        const uint64_t count = sh.count;
+        mask |= uint64_t{0xFF} << shift;
+        if (count == 1 && shift > 0) {
+            // The bucket's one candidate: the later passes would walk down to its key.
+            for_each_candidate(c, g, [&](int64_t, uint64_t key, uint64_t m, bool in_range) {
+                if (in_range && key >= c.floor && (key & mask) == prefix && m != 0) {
+                    *rs.found = key;
+                }
+            });
+            g.sync();
+            return __ldcg(rs.found);
+        }
+        if (!copied && shift > 0 && static_cast<int64_t>(count) * 4 <= c.n) {
+            // One atomic per warp and batch reserves the warp's places in the copy.
+            for_each_candidate(c, g, [&](int64_t, uint64_t key, uint64_t m, bool in_range) {
+                const bool take = in_range && key >= c.floor && (key & mask) == prefix && m != 0;
+                const unsigned taking = __ballot_sync(0xFFFFFFFFU, take);
+                if (taking == 0) return;
+                unsigned long long at = 0;
+                if (lane == 0) {
+                    at = atomicAdd(rs.copied + select,
+                                   static_cast<unsigned long long>(__popc(taking)));
+                }
+                at = __shfl_sync(0xFFFFFFFFU, at, 0) + __popc(taking & ((1U << lane) - 1U));
+                if (take) {
+                    rs.spare_keys[at] = key;
+                    rs.spare_masses[at] = m;
+                }
+            });
+            g.sync();
+            c = Candidates{rs.spare_keys, rs.spare_masses,
+                           static_cast<int64_t>(__ldcg(rs.copied + select)), 0};
+            copied = true;
+        }
+    }
+    return prefix;
+}
+
+// The host's top_p_target and draw_threshold, with the same correctly rounded double operations.
+__device__ inline uint64_t device_top_p_target(float top_p, uint64_t total) {
+    const double target = ceil(static_cast<double>(top_p) * static_cast<double>(total));
+    return umin(static_cast<uint64_t>(target), total);
+}
+
+__device__ inline uint64_t device_draw_threshold(double u, uint64_t total) {
+    const auto draw = static_cast<uint64_t>(floor(u * static_cast<double>(total)));
+    return umin(draw, total - 1);
+}
+
+// grid n_rows · blocks, kSpreadThreads threads: the `blocks` blocks of row b ÷ blocks run its
+// selects together over the list max_kernel and compact_kernel left in the scratch. Greedy rows
+// read their token from the row's largest key.
+__global__ void __launch_bounds__(kSpreadThreads)
+    select_kernel(const float* logits, int64_t vocab, int blocks, const TokenChoice* choices,
+                  uint64_t* scratch, int32_t* tokens) {
+    __shared__ GroupShared sh;
+    wait_for_previous_kernel();
+    allow_next_kernel();
+    const int64_t r = blockIdx.x / blocks;
     const RowScratch rs = row_scratch(scratch, r, vocab);
+    RowGroup g{static_cast<int>(blockIdx.x % blocks), blocks, rs.arrived, 0};
+    const TokenChoice choice = choices[r];
     const int32_t best_token = token_of(*rs.best);
-    const float best = row[best_token] / choice.temperature;
+    if (choice.temperature <= 0.0F) {  // greedy: max_kernel found the largest key
+        if (g.rank == 0 && threadIdx.x == 0) tokens[r] = best_token;
+        return;
+    }
+    const float best = logits[r * vocab + best_token] / choice.temperature;
     if (!isfinite(best)) {  // +inf, or nothing finite: the first candidate
-        if (threadIdx.x == 0) tokens[r] = best_token;
+        if (g.rank == 0 && threadIdx.x == 0) tokens[r] = best_token;
         return;
     }
     // The list: the row's top-M keys (M ≥ 1: the best key weighs 2^40).
     const auto m = static_cast<int64_t>(*rs.count);
     const uint64_t* keys = rs.keys;
     const uint64_t* w = rs.weights;
+    int pass = 0;
 
     // Top-k: the kept candidates are those with key ≥ the k-th largest key; with k ≥ M that cut
     // lies below the list, which is then kept whole.
@@ -375,7 +510,7 @@ __global__ void __launch_bounds__(kThreads)
     if (choice.top_k > 0 && choice.top_k < m) {
         const auto k = static_cast<uint64_t>(choice.top_k);
         kept_floor = select_by_mass(
-            Candidates{keys, nullptr, m, 0}, [k](uint64_t) { return k; }, rs.spare, sh, histograms);
+            Candidates{keys, nullptr, m, 0}, [k](uint64_t) { return k; }, 0, rs, g, sh, pass);
     }
 
     // Top-p: the nucleus is the kept candidates down to the one where the weight reaches
@@ -385,8 +520,8 @@ __global__ void __launch_bounds__(kThreads)
         const float top_p = choice.top_p;
         nucleus_floor = select_by_mass(
             Candidates{keys, w, m, kept_floor},
-            [top_p](uint64_t total) { return device_top_p_target(top_p, total); }, rs.spare, sh,
-            histograms);
+            [top_p](uint64_t total) { return device_top_p_target(top_p, total); }, 1, rs, g, sh,
+            pass);
     }
 
     // The draw: the first nucleus candidate whose cumulative weight exceeds d = ⌊u · the
@@ -394,9 +529,36 @@ __global__ void __launch_bounds__(kThreads)
     const double u = choice.u;
     const uint64_t picked = select_by_mass(
         Candidates{keys, w, m, nucleus_floor},
-        [u](uint64_t total) { return device_draw_threshold(u, total) + 1; }, rs.spare, sh,
-        histograms);
-    if (threadIdx.x == 0) tokens[r] = token_of(picked);
+        [u](uint64_t total) { return device_draw_threshold(u, total) + 1; }, 2, rs, g, sh, pass);
+    if (g.rank == 0 && threadIdx.x == 0) tokens[r] = token_of(picked);
+}
+
+int64_t select_rows_per_launch();
+
+// Blocks per sampled row's select: enough that each walks ~4k candidates of a full list, and
+// few enough that every block of the launch is resident at once (their barriers wait for each
+// other), with half the device left for whatever still runs.
+int select_blocks(int64_t n_rows, int64_t vocab) {
+    const int64_t resident = select_rows_per_launch();
+    const int64_t wanted = std::clamp<int64_t>((vocab + 4095) / 4096, 1, 32);
+    const int64_t fit = std::max<int64_t>(1, resident / std::max<int64_t>(n_rows, 1));
+    return static_cast<int>(std::min(wanted, fit));
+}
+
+// Rows per select launch: all of them while one block each stays resident (more go in several
+// launches).
+int64_t select_rows_per_launch() {
+    static const int64_t rows = [] {
+        int per_sm = 0;
+        CHERENKOV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, select_kernel,
+                                                                           kSpreadThreads, 0));
+        int device = 0;
+        int sms = 0;
+        CHERENKOV_CUDA_CHECK(cudaGetDevice(&device));
+        CHERENKOV_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+        return std::max<int64_t>(1, int64_t{per_sm} * sms / 2);
+    }();
+    return rows;
 }
 
 }  // namespace
@@ -412,30 +574,33 @@ void token_select(const float* logits, int64_t n_rows, int64_t vocab, const Toke
     if (logits == nullptr || choices == nullptr || tokens == nullptr) {
         throw_invalid("[token_select] null logits, choices or tokens");
     }
-    static const bool configured = [] {
-        CHERENKOV_CUDA_CHECK(cudaFuncSetAttribute(select_kernel,
-                                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                  static_cast<int>(kHistogramBytes)));
-        return true;
-    }();
-    (void)configured;
     const auto cs = static_cast<cudaStream_t>(stream);
-    if (scratch != nullptr) {
-        // Every row's state (largest key, list length) starts at zero.
-        const size_t pitch =
-            static_cast<size_t>(token_select_scratch_words(vocab)) * sizeof(uint64_t);
-        CHERENKOV_CUDA_CHECK(cudaMemset2DAsync(scratch, pitch, 0, kStateWords * sizeof(uint64_t),
-                                               static_cast<size_t>(n_rows), cs));
-        const auto segments = static_cast<int>((vocab + kSpreadValues - 1) / kSpreadValues);
-        const int64_t blocks = n_rows * segments;
-        if (blocks > INT32_MAX) throw_invalid("[token_select] too many rows for the row passes");
-        launch_dependent(max_kernel, dim3(static_cast<unsigned>(blocks)), dim3(kSpreadThreads), 0,
-                         cs, logits, vocab, segments, choices, scratch);
-        launch_dependent(compact_kernel, dim3(static_cast<unsigned>(blocks)), dim3(kSpreadThreads),
-                         0, cs, logits, vocab, segments, choices, scratch);
+    if (scratch == nullptr) {
+        launch_dependent(greedy_kernel, dim3(static_cast<unsigned>(n_rows)), dim3(kThreads), 0, cs,
+                         logits, vocab, choices, tokens);
+        return;
     }
-    launch_dependent(select_kernel, dim3(static_cast<unsigned>(n_rows)), dim3(kThreads),
-                     kHistogramBytes, cs, logits, vocab, choices, scratch, tokens);
+    // Every row's state (largest key, list length, barrier and copy counts) and its first two
+    // histograms start at zero.
+    const size_t pitch = static_cast<size_t>(token_select_scratch_words(vocab)) * sizeof(uint64_t);
+    CHERENKOV_CUDA_CHECK(cudaMemset2DAsync(scratch, pitch, 0,
+                                           (kStateWords + 2 * kHistogramWords) * sizeof(uint64_t),
+                                           static_cast<size_t>(n_rows), cs));
+    const auto segments = static_cast<int>((vocab + kSpreadValues - 1) / kSpreadValues);
+    const int64_t blocks = n_rows * segments;
+    if (blocks > INT32_MAX) throw_invalid("[token_select] too many rows for the row passes");
+    launch_dependent(max_kernel, dim3(static_cast<unsigned>(blocks)), dim3(kSpreadThreads), 0, cs,
+                     logits, vocab, segments, choices, scratch);
+    launch_dependent(compact_kernel, dim3(static_cast<unsigned>(blocks)), dim3(kSpreadThreads), 0,
+                     cs, logits, vocab, segments, choices, scratch);
+    const int64_t words = token_select_scratch_words(vocab);
+    for (int64_t r0 = 0; r0 < n_rows; r0 += select_rows_per_launch()) {
+        const int64_t rows = std::min(n_rows - r0, select_rows_per_launch());
+        const int per_row = select_blocks(rows, vocab);
+        launch_dependent(select_kernel, dim3(static_cast<unsigned>(rows * per_row)),
+                         dim3(kSpreadThreads), 0, cs, logits + r0 * vocab, vocab, per_row,
+                         choices + r0, scratch + r0 * words, tokens + r0);
+    }
 }
 
 }  // namespace cherenkov::engine::cuda

@@ -180,6 +180,22 @@ TEST(CudaTokenSelect, SamplingFollowsTheHostAcrossU) {
     EXPECT_EQ(device_select(logits, vocab, choices), host_select(logits, vocab, choices));
 }
 
+// More sampled rows than one select launch keeps resident: the rows go in several launches.
+TEST(CudaTokenSelect, ManySampledRowsEqualTheHost) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    std::mt19937_64 rng(4);
+    const int64_t vocab = 513;
+    std::vector<TokenChoice> choices;
+    std::vector<float> logits;
+    std::vector<float> row(static_cast<size_t>(vocab));
+    for (int r = 0; r < 1500; ++r) {
+        fill_row(row.data(), vocab, r % 3 == 0 ? RowKind::Flat : RowKind::Random, rng);
+        logits.insert(logits.end(), row.begin(), row.end());
+        choices.push_back({0.8F, r % 2 == 0 ? 0 : 20, r % 4 < 2 ? 0.9F : 1.0F, (r + 0.5) / 1500.0});
+    }
+    EXPECT_EQ(device_select(logits, vocab, choices), host_select(logits, vocab, choices));
+}
+
 TEST(CudaTokenSelect, RejectsBadShapes) {
     if (!have_device()) GTEST_SKIP() << "no CUDA device";
     EXPECT_THROW(token_select(nullptr, 1, 10, nullptr, nullptr, nullptr, nullptr), Error);
