@@ -60,7 +60,7 @@ ExpertCache::ExpertCache(ExpertCacheOptions options)
         [this](const ReadJob& job, const RecordRead& read, uint64_t duration_ns) {
             on_read_complete(job, read, duration_ns);
         },
-        options_.lookahead_after_demand);
+        options_.lookahead_after_demand, options_.io_piece_bytes);
 }
 
 ExpertCache::~ExpertCache() {
@@ -287,6 +287,9 @@ std::unique_ptr<ExpertBatch> ExpertCache::fetch(int64_t layer,
         std::stable_sort(pending_misses_.begin(), pending_misses_.end(), [&](size_t a, size_t b) {
             return requests[a].max_weight > requests[b].max_weight;
         });
+        // Few misses (a decode layer's): idle IO threads read pieces of them, and of the
+        // lookahead reads issued after this fetch; many (a prefill chunk's): each read whole.
+        split_reads_ = pending_misses_.size() <= static_cast<size_t>(io_->n_threads());
         for (const size_t index : pending_misses_) {
             serve_miss(*batch, lock, layer, index, requests[index]);
         }
@@ -381,6 +384,7 @@ void ExpertCache::start_read(uint32_t slot, int table_index, int64_t layer, int3
         .destination = pool_.slot_span(slot, table.layout.record_bytes),
         .offset = table.layout.record_offset(layer, expert),
         .slot = slot,
+        .may_split = split_reads_,
     });
 }
 

@@ -156,6 +156,7 @@ private:
     std::vector<LayerLookahead> lookahead_;  // [n_layers]
     std::vector<uint8_t> marks_;             // [n_experts] scratch for one fetch / predict
     std::vector<size_t> pending_misses_;     // scratch: request indices not in the pool
+    bool split_reads_ = false;               // set by each fetch: reads may be cut in pieces
     ExpertStats stats_;
     uint64_t landed_seq_ = 0;
     uint64_t reads_pending_ = 0;  // queued or in flight

@@ -32,6 +32,9 @@ struct ExpertCacheOptions {
     // time the pool takes to turn over; best of the values tried on synthetic traces).
     double frequency_half_life_selections = 0.0;
     int n_io_threads = 4;  // reads in flight
+    // Records are read in pieces of at least this many bytes by several IO threads at once
+    // (expert_io.h); 0 reads each record on one thread.
+    uint64_t io_piece_bytes = uint64_t{512} << 10;
     DirectIo direct_io = DirectIo::Auto;
     bool lookahead = true;  // issue background reads for predict(); accuracy is recorded anyway
     // Start lookahead reads only while no demand read is queued or in flight (expert_io.h).

@@ -1,6 +1,7 @@
 #include "engine/runtime/loaded_model.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -77,6 +78,10 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
     base.cache.policy = parse_replacement_kind(options.policy);
     base.cache.cut_weak = options.cut_weak;
     base.cache.n_io_threads = options.io_threads;
+    // CHERENKOV_IO_PIECE_KIB=N sets the read piece size (0: whole records), for A/B runs.
+    if (const char* piece_kib = std::getenv("CHERENKOV_IO_PIECE_KIB"); piece_kib != nullptr) {
+        base.cache.io_piece_bytes = std::strtoull(piece_kib, nullptr, 10) << 10;
+    }
     if (options.buffered_io) base.cache.direct_io = DirectIo::Off;
     base.max_rows = std::max<int64_t>(options.max_rows, 1);
     base.top_k = loaded->weights_->config.num_experts_per_tok;
@@ -129,12 +134,12 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
                 loaded->pool_description_;
         } catch (const Error& e) {
             // `auto` asked for the GPU only if it can take the model; an explicit request fails.
-            const bool fallback = options.backend == "auto" &&
-                                  (e.kind() == ErrorKind::ResourceExhausted ||
-                                   e.kind() == ErrorKind::Unsupported);
+            const bool fallback =
+                options.backend == "auto" &&
+                (e.kind() == ErrorKind::ResourceExhausted || e.kind() == ErrorKind::Unsupported);
             if (!fallback) throw;
-            log_warn("engine", std::string("cuda backend not usable, running on the cpu: ") +
-                                   e.what());
+            log_warn("engine",
+                     std::string("cuda backend not usable, running on the cpu: ") + e.what());
             backend = "cpu";
         }
     }

@@ -7,6 +7,8 @@
 
 #include "base/error.h"
 #include "engine/experts/expert_cache_batch.h"
+#include "engine/experts/expert_io.h"
+#include "engine/experts/expert_io.h"
 #include "engine/experts/expert_test_tables.h"
 
 namespace cherenkov::engine {
@@ -107,6 +109,36 @@ TEST_F(ExpertCacheTest, CountsHitsMissesAndEvictsLeastRecentlyUsed) {
     EXPECT_EQ(stats.layers[0].quant[0].demand.reads_ok, 6u);
     EXPECT_EQ(stats.layers[0].quant[0].demand.completed_bytes, 6 * q4_.layout.record_bytes);
     EXPECT_EQ(stats.experts[1].hits, 2u);  // (layer 0, expert 1)
+}
+
+// A decode-sized fetch (misses ≤ IO threads) has its records read in pieces by several threads;
+// a larger one reads each record whole. Either way every record arrives intact.
+TEST_F(ExpertCacheTest, FewMissesAreReadInPiecesManyWhole) {
+    const ExpertTable large = write_test_table(dir_, "large.bin", 4, kLayers, kExperts, 1024);
+    ASSERT_GE(large.layout.record_bytes, 2 * ExpertIo::kPieceAlignment);
+    ExpertCacheOptions opts = options(kExperts);
+    opts.tables.clear();
+    opts.tables[4] = large;
+    opts.io_piece_bytes = ExpertIo::kPieceAlignment;
+    ExpertCache cache(opts);
+    const auto check = [&](int64_t layer, const std::vector<ExpertRequest>& wanted) {
+        std::unique_ptr<ExpertBatch> batch = cache.fetch(layer, wanted);
+        size_t index = 0;
+        ExpertWeights weights;
+        size_t delivered = 0;
+        while (batch->next(&index, &weights)) {
+            EXPECT_TRUE(
+                record_matches(record_of(weights), large.layout, layer, wanted[index].expert, 4));
+            ++delivered;
+        }
+        EXPECT_EQ(delivered, wanted.size());
+    };
+    check(0, requests({5}));  // one miss, two threads: two pieces
+    EXPECT_EQ(control_.started_offsets().size(), 2u);
+    check(1, requests({0, 1, 2, 3}));  // four misses: four whole reads
+    EXPECT_EQ(control_.started_offsets().size(), 6u);
+    EXPECT_EQ(cache.stats().layers[0].quant[0].demand.reads_ok, 1u);
+    EXPECT_EQ(cache.stats().layers[1].quant[0].demand.reads_ok, 4u);
 }
 
 TEST_F(ExpertCacheTest, SameExpertInDifferentLayersIsADifferentRecord) {
