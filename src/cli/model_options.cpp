@@ -28,7 +28,8 @@ void add_model_options(CLI::App* app, ModelOptions& options) {
     app->add_option("--cut-weak", options.cut_weak,
                     "Skip late weak experts below this routing weight (default 0: off; output "
                     "becomes timing-dependent)");
-    app->add_option("--io-threads", options.io_threads, "Expert reads in flight (default 4)")
+    app->add_option("--io-threads", options.io_threads,
+                    "Expert reads in flight (default: half the CPUs, 4 to 8)")
         ->check(CLI::PositiveNumber);
     app->add_option("--backend", options.backend,
                     "Where the model runs: cpu, cuda, or auto (default: cuda when a device is "

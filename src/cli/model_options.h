@@ -20,7 +20,7 @@ struct ModelOptions {
     std::string pool_gb = "adaptive";
     std::string cache_policy = "lru";
     float cut_weak = 0.0F;
-    int io_threads = 4;
+    int io_threads = 0;    // 0: half the online CPUs, 4 to 8
     std::string root;      // --root: the data root of the model index
     int64_t max_rows = 3;  // set by the command: rows per decode step (1 + drafts)
     std::string backend = "auto";

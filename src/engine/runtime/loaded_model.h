@@ -24,8 +24,8 @@ struct LoadOptions {
     std::string pool = "adaptive";  // --pool-gb: N (decimal GB), max, adaptive; 0: no cache
     std::string policy = "lru";     // --cache-policy: lru or frequency
     float cut_weak = 0.0F;          // --cut-weak
-    int io_threads = 4;
-    int64_t max_rows = 3;  // rows per decode step (token + drafts): the pool's minimum
+    int io_threads = 0;             // expert reads in flight; 0: half the online CPUs, 4 to 8
+    int64_t max_rows = 3;           // rows per decode step (token + drafts): the pool's minimum
     // cpu, cuda, or auto (cuda when this build has CUDA and a device is present).
     std::string backend = "cpu";
     // With cuda, `pool` sizes the device expert pool and this the host cache the device pool is
