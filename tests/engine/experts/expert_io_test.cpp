@@ -227,8 +227,12 @@ struct Landed {
         std::unique_lock lock(mutex);
         changed.wait(lock, [&] { return reads.size() >= n; });
     }
+    ExpertIo::OnComplete handler() {
+        return [this](const ReadJob& j, const RecordRead& r, uint64_t) { add(j, r); };
+    }
 };
 
+constexpr uint64_t kPieceBytes = uint64_t{1} << 20;
 constexpr uint64_t kRecordOffset = uint64_t{3} << 20;
 
 ReadJob whole_record(RecordReader& reader, std::span<std::byte> buffer) {
@@ -247,9 +251,7 @@ TEST(ExpertIo, CutsALargeReadIntoPiecesAndCompletesItOnce) {
     Landed landed;
     std::vector<std::byte> buffer((uint64_t{4} << 20) + 8192);
     {
-        ExpertIo io(
-            4, [&](const ReadJob& j, const RecordRead& r, uint64_t) { landed.add(j, r); }, true,
-            uint64_t{1} << 20);
+        ExpertIo io(4, landed.handler(), true, kPieceBytes);
         io.submit(whole_record(reader, buffer));
         landed.wait_for(1);
     }
@@ -280,9 +282,7 @@ TEST(ExpertIo, APieceThatFailsOrStopsShortFailsTheWholeRead) {
         PatternReader reader;
         Landed landed;
         std::vector<std::byte> buffer(uint64_t{4} << 20);
-        ExpertIo io(
-            4, [&](const ReadJob& j, const RecordRead& r, uint64_t) { landed.add(j, r); }, true,
-            uint64_t{1} << 20);
+        ExpertIo io(4, landed.handler(), true, kPieceBytes);
         (fail ? reader.fail_at : reader.short_at) = kRecordOffset + (uint64_t{2} << 20);
         io.submit(whole_record(reader, buffer));
         landed.wait_for(1);
@@ -300,9 +300,7 @@ TEST(ExpertIo, ReadsNotMarkedMaySplitReadWhole) {
     PatternReader reader;
     Landed landed;
     std::vector<std::byte> buffer(uint64_t{4} << 20);
-    ExpertIo io(
-        4, [&](const ReadJob& j, const RecordRead& r, uint64_t) { landed.add(j, r); }, true,
-        uint64_t{1} << 20);
+    ExpertIo io(4, landed.handler(), true, kPieceBytes);
     ReadJob read = whole_record(reader, buffer);
     read.may_split = false;
     io.submit(read);
@@ -314,7 +312,7 @@ TEST(ExpertIo, ReadsNotMarkedMaySplitReadWhole) {
 TEST(ExpertIo, AnEmptyReadCompletes) {
     PatternReader reader;
     Landed landed;
-    ExpertIo io(2, [&](const ReadJob& j, const RecordRead& r, uint64_t) { landed.add(j, r); });
+    ExpertIo io(2, landed.handler());
     for (const bool may_split : {false, true}) {
         ReadJob read = whole_record(reader, {});
         read.may_split = may_split;
@@ -332,9 +330,7 @@ TEST(ExpertIo, SmallReadsOneThreadOrNoPieceSizeReadWhole) {
         PatternReader reader;
         Landed landed;
         std::vector<std::byte> buffer(bytes);
-        ExpertIo io(
-            threads, [&](const ReadJob& j, const RecordRead& r, uint64_t) { landed.add(j, r); },
-            true, piece_bytes);
+        ExpertIo io(threads, landed.handler(), true, piece_bytes);
         io.submit(whole_record(reader, buffer));
         landed.wait_for(1);
         EXPECT_EQ(reader.pieces().size(), 1u) << threads << " threads, " << bytes << " bytes";
@@ -348,9 +344,7 @@ TEST(ExpertIo, CancelAndPromoteTakeEveryQueuedPiece) {
     Landed landed;
     std::vector<std::byte> first(uint64_t{2} << 20);
     std::vector<std::byte> second(uint64_t{2} << 20);
-    ExpertIo io(
-        2, [&](const ReadJob& j, const RecordRead& r, uint64_t) { landed.add(j, r); }, false,
-        uint64_t{1} << 20);
+    ExpertIo io(2, landed.handler(), false, kPieceBytes);
     // Both workers wait in the gate, so the split reads queue behind them.
     io.submit(job(gate, ReadPriority::Demand, 1.0F, 0));
     io.submit(job(gate, ReadPriority::Demand, 1.0F, 1));
