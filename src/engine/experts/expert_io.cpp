@@ -159,7 +159,7 @@ void ExpertIo::run(const std::stop_token& stop) {
             if (read.total.error_number == 0) read.total.error_number = got.error_number;
             last = --read.unfinished == 0;
             if (last) {
-                done = std::move(read);
+                done = read;
                 reads_.erase(piece.id);
             }
         }

@@ -109,7 +109,6 @@ private:
     std::unordered_map<uint64_t, Read> reads_;
     uint64_t next_id_ = 1;
     size_t n_unstarted_ = 0;             // reads none of whose pieces has started
-    size_t n_unstarted_demand_ = 0;      // of which demand reads
     int demand_in_flight_ = 0;           // demand pieces being read
     std::vector<std::jthread> workers_;  // last: stopped and joined first
 };
