@@ -24,7 +24,7 @@ ExpertIo::~ExpertIo() {
         // that its handler sees the whole record.
         std::lock_guard lock(mutex_);
         for (auto it = queue_.begin(); it != queue_.end();) {
-            const Read& read = reads_.at(it->second);
+            const Read& read = reads_.at(it->id);
             if (read.queued == read.n_pieces) {
                 it = queue_.erase(it);
             } else {
@@ -69,7 +69,7 @@ uint64_t ExpertIo::submit(ReadJob job) {
         n_pieces =
             static_cast<uint32_t>(std::max<uint64_t>((bytes + piece_size - 1) / piece_size, 1));
         for (uint32_t piece = 0; piece < n_pieces; ++piece) {
-            queue_.emplace(QueueKey{job.priority, -job.weight, job.id, piece}, job.id);
+            queue_.insert(QueueKey{job.priority, -job.weight, job.id, piece});
         }
         reads_.emplace(job.id, Read{job, piece_size, n_pieces, n_pieces, n_pieces, {}, {}});
         ++n_unstarted_;
@@ -90,7 +90,7 @@ bool ExpertIo::promote(uint64_t id, float weight) {
         Read& read = found->second;
         for (uint32_t piece = read.n_pieces - read.queued; piece < read.n_pieces; ++piece) {
             auto node = queue_.extract(QueueKey{read.job.priority, -read.job.weight, id, piece});
-            node.key() = QueueKey{ReadPriority::Demand, -weight, id, piece};
+            node.value() = QueueKey{ReadPriority::Demand, -weight, id, piece};
             queue_.insert(std::move(node));
         }
         read.job.priority = ReadPriority::Demand;
@@ -121,7 +121,7 @@ size_t ExpertIo::n_queued() const {
 bool ExpertIo::can_start() const {
     if (queue_.empty()) return false;
     // Demand reads sort first, so a lookahead read at the front means none is queued.
-    if (queue_.begin()->first.priority == ReadPriority::Demand) return true;
+    if (queue_.begin()->priority == ReadPriority::Demand) return true;
     return !lookahead_after_demand_ || demand_in_flight_ == 0;
 }
 
@@ -132,7 +132,7 @@ void ExpertIo::run(const std::stop_token& stop) {
             std::unique_lock lock(mutex_);
             if (!ready_.wait(lock, stop, [this] { return can_start(); })) return;
             const auto first = queue_.begin();
-            const QueueKey key = first->first;
+            const QueueKey key = *first;
             queue_.erase(first);
             Read& read = reads_.at(key.id);
             if (read.queued == read.n_pieces) {

@@ -15,8 +15,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <mutex>
+#include <set>
 #include <span>
 #include <thread>
 #include <unordered_map>
@@ -56,7 +56,8 @@ public:
     // lookahead_after_demand: hold lookahead reads while demand reads are queued or in flight.
     ExpertIo(int n_threads, OnComplete on_complete, bool lookahead_after_demand = true,
              uint64_t piece_bytes = kDefaultPieceBytes);
-    // Drops queued reads (their handlers never run) and waits for reads in flight.
+    // Drops the reads not yet started (their handlers never run); the rest of a started read
+    // still runs, and its handler with it.
     ~ExpertIo();
     ExpertIo(const ExpertIo&) = delete;
     ExpertIo& operator=(const ExpertIo&) = delete;
@@ -101,11 +102,11 @@ private:
     OnComplete on_complete_;
     bool lookahead_after_demand_;
     uint64_t piece_bytes_;
-    // Guards queue_, reads_, next_id_, the unstarted counts, demand_in_flight_ and (cleared by
-    // the destructor) lookahead_after_demand_.
+    // Guards queue_, reads_, next_id_, n_unstarted_, demand_in_flight_ and (cleared by the
+    // destructor) lookahead_after_demand_.
     mutable std::mutex mutex_;
     std::condition_variable_any ready_;
-    std::map<QueueKey, uint64_t> queue_;  // pieces, by read
+    std::set<QueueKey> queue_;  // pieces not yet started, in the order they start
     std::unordered_map<uint64_t, Read> reads_;
     uint64_t next_id_ = 1;
     size_t n_unstarted_ = 0;             // reads none of whose pieces has started
