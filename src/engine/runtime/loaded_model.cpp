@@ -80,7 +80,7 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
     base.cache.policy = parse_replacement_kind(options.policy);
     base.cache.cut_weak = options.cut_weak;
     // Auto: 8 threads beat 4 on the 16-core H200 machine (warm RAM-tier prefill 124 -> 191-201
-    // tok/s, decode 84-88 -> 87-110), while small machines keep 4 beside their compute threads.
+    // tok/s, decode 84-92 -> 87-110), while small machines keep 4 beside their compute threads.
     base.cache.n_io_threads =
         options.io_threads > 0
             ? options.io_threads
