@@ -25,8 +25,8 @@ namespace cherenkov::engine::cuda {
 // token_select_scratch_words(vocab)] (each row's largest key, candidate count, the counters and
 // digit histograms its select blocks share, keys and weights, and room for a select's copy of
 // them), or null when every row is greedy (a sampled row then gets token -1); tokens: device int32
-// [n_rows]. Asynchronous on `stream`: a 2-D memset and three kernels with scratch, one kernel
-// without.
+// [n_rows]. Asynchronous on `stream`: a 2-D memset and three kernels with scratch (the selects
+// in more launches when there are more rows than stay resident at once), one kernel without.
 void token_select(const float* logits, int64_t n_rows, int64_t vocab, const TokenChoice* choices,
                   uint64_t* scratch, int32_t* tokens, void* stream);
 
