@@ -280,6 +280,10 @@ struct Candidates {
     uint64_t floor;
 
     __device__ uint64_t mass(int64_t i) const { return masses == nullptr ? 1 : __ldcg(masses + i); }
+    // Whether a candidate (key, mass m) takes part and lies in the bucket `prefix` under `mask`.
+    __device__ bool takes(uint64_t key, uint64_t m, uint64_t mask, uint64_t prefix) const {
+        return key >= floor && (key & mask) == prefix && m != 0;
+    }
 };
 
 // Calls f(i, key, mass, in_range) for this block's share of the candidates (i = rank·T + t,
@@ -394,7 +398,7 @@ __device__ uint64_t select_by_mass(Candidates c, const TargetOf& target_of, int 
         }
         __syncthreads();
         for_each_candidate(c, g, [&](int64_t, uint64_t key, uint64_t m, bool in_range) {
-            const bool take = in_range && key >= c.floor && (key & mask) == prefix && m != 0;
+            const bool take = in_range && c.takes(key, m, mask, prefix);
             add_to_histogram(sh, warp, take, static_cast<uint32_t>((key >> shift) & 0xFF), m);
         });
         __syncthreads();
@@ -431,9 +435,7 @@ __device__ uint64_t select_by_mass(Candidates c, const TargetOf& target_of, int 
         if (count == 1 && shift > 0) {
             // The bucket's one candidate: the later passes would walk down to its key.
             for_each_candidate(c, g, [&](int64_t, uint64_t key, uint64_t m, bool in_range) {
-                if (in_range && key >= c.floor && (key & mask) == prefix && m != 0) {
-                    *rs.found = key;
-                }
+                if (in_range && c.takes(key, m, mask, prefix)) *rs.found = key;
             });
             g.sync();
             return __ldcg(rs.found);
@@ -441,7 +443,7 @@ __device__ uint64_t select_by_mass(Candidates c, const TargetOf& target_of, int 
         if (!copied && shift > 0 && static_cast<int64_t>(count) * 4 <= c.n) {
             // One atomic per warp and batch reserves the warp's places in the copy.
             for_each_candidate(c, g, [&](int64_t, uint64_t key, uint64_t m, bool in_range) {
-                const bool take = in_range && key >= c.floor && (key & mask) == prefix && m != 0;
+                const bool take = in_range && c.takes(key, m, mask, prefix);
                 const unsigned taking = __ballot_sync(0xFFFFFFFFU, take);
                 if (taking == 0) return;
                 unsigned long long at = 0;
@@ -533,18 +535,6 @@ __global__ void __launch_bounds__(kSpreadThreads)
     if (g.rank == 0 && threadIdx.x == 0) tokens[r] = token_of(picked);
 }
 
-int64_t select_rows_per_launch();
-
-// Blocks per sampled row's select: enough that each walks ~4k candidates of a full list, and
-// few enough that every block of the launch is resident at once (their barriers wait for each
-// other), with half the device left for whatever still runs.
-int select_blocks(int64_t n_rows, int64_t vocab) {
-    const int64_t resident = select_rows_per_launch();
-    const int64_t wanted = std::clamp<int64_t>((vocab + 4095) / 4096, 1, 32);
-    const int64_t fit = std::max<int64_t>(1, resident / std::max<int64_t>(n_rows, 1));
-    return static_cast<int>(std::min(wanted, fit));
-}
-
 // Rows per select launch: all of them while one block each stays resident (more go in several
 // launches).
 int64_t select_rows_per_launch() {
@@ -559,6 +549,16 @@ int64_t select_rows_per_launch() {
         return std::max<int64_t>(1, int64_t{per_sm} * sms / 2);
     }();
     return rows;
+}
+
+// Blocks per sampled row's select: enough that each walks ~4k candidates of a full list, and
+// few enough that every block of the launch is resident at once (their barriers wait for each
+// other), with half the device left for whatever still runs.
+int select_blocks(int64_t n_rows, int64_t vocab) {
+    const int64_t resident = select_rows_per_launch();
+    const int64_t wanted = std::clamp<int64_t>((vocab + 4095) / 4096, 1, 32);
+    const int64_t fit = std::max<int64_t>(1, resident / std::max<int64_t>(n_rows, 1));
+    return static_cast<int>(std::min(wanted, fit));
 }
 
 }  // namespace
