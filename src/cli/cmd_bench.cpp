@@ -135,6 +135,17 @@ int run_bench(const BenchOptions& options) {
     std::printf("peak RSS %.1f MB, dense %.1f MB\n",
                 report["memory"]["peak_rss_bytes"].get<double>() / 1e6,
                 report["memory"]["dense_bytes"].get<double>() / 1e6);
+    // The CUDA backend's host phases of host-routed decode layers, summed over the runs.
+    const nlohmann::json device = report["memory"].value("device", nlohmann::json::object());
+    if (device.contains("decode_phases") && device["decode_phases"]["layers"].get<uint64_t>() > 0) {
+        const nlohmann::json& us = device["decode_phases"]["us_per_layer"];
+        std::printf(
+            "decode host phases, us per host-routed layer: routing wait %.1f, prepare %.1f, "
+            "read wait %.1f, miss queue %.1f, copy wait %.1f, finish %.1f\n",
+            us["routing_wait"].get<double>(), us["prepare"].get<double>(),
+            us["read_wait"].get<double>(), us["miss_queue"].get<double>(),
+            us["copy_wait"].get<double>(), us["finish"].get<double>());
+    }
     return 0;
 }
 

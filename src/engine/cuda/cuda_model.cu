@@ -356,6 +356,7 @@ private:
     std::map<SegmentKey, int> seen_;
     uint64_t graph_captures_ = 0;
     uint64_t graph_launches_ = 0;
+    DecodePhases decode_phases_;
     uint64_t device_routed_calls_ = 0;  // MoE layer calls routed on the device
 };
 
@@ -530,6 +531,9 @@ void CudaModel::decoder_layer(const DeviceLayerWeights& w, const DeviceLayerWeig
     const int64_t width = c.hc_width();
     // Every temporary of the layer comes from the layer arena, at the same addresses each step.
     const ArenaScope arena(&layer_arena_);
+    // A decode call's layer times the host's phases if it is routed on the host (moe_finish).
+    ctx.phases = n_rows <= kMaxGemvRows && ctx.trace == nullptr ? &decode_phases_ : nullptr;
+    if (ctx.phases != nullptr) decode_phases_.layer_start = DecodePhases::Clock::now();
     if (w.ple) ple_forward(*w.ple, state.ple, ple_embedding, x, n_rows, ctx);
 
     DeviceScratch<float> mix(static_cast<size_t>(n_rows * h), stream_);
@@ -960,6 +964,7 @@ nlohmann::json CudaModel::backend_stats() const {
     stats["shared_expert_layers_on_expert_kernels"] = shared_as_expert;
     stats["device_routed_layers"] = pool_->n_layers_on_device();
     stats["device_routed_calls"] = device_routed_calls_;
+    stats["decode_phases"] = decode_phases_.to_json();
     const DeviceExpertPoolCounters counters = pool_->counters();
     stats["device_expert_hits"] = counters.hits;
     stats["device_expert_uploads"] = counters.uploads;

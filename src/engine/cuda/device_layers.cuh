@@ -13,6 +13,7 @@
 #include <span>
 #include <string>
 
+#include "engine/cuda/decode_phases.h"
 #include "engine/cuda/cuda_check.cuh"
 #include "engine/cuda/device_weights.h"
 #include "engine/model/forward_trace.h"
@@ -232,6 +233,8 @@ struct DeviceContext {
     float* ple_conv_snapshots = nullptr;       // [T, (Kp-1)·N·C·H]
     std::ostream* routing_trace = nullptr;
     int64_t trace_step = 0;
+    // Host phase timing of the current layer when it is a timed decode call, else null.
+    DecodePhases* phases = nullptr;
 
     float eps() const { return static_cast<float>(config->rms_norm_eps); }
     // With a trace: waits for the stream and copies `n` device floats into trace[prefix+name].

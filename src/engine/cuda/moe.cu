@@ -499,7 +499,7 @@ public:
 
     // Fetches `requests` in groups the source can pin and computes each delivered expert into
     // parts(); part_row() says where each (row, slot) landed.
-    void run(std::span<const ExpertRequest> requests);
+    void run(std::span<const ExpertRequest> requests, DecodePhaseTimer& timer);
 
     // Row of `parts()` holding (row t, slot j)'s output, or -1 when its expert was not delivered.
     int32_t part_row(int64_t t, int64_t j) const {
@@ -599,7 +599,7 @@ void RoutedExperts::prepare(size_t n_union) {
     }
 }
 
-void RoutedExperts::run(std::span<const ExpertRequest> requests) {
+void RoutedExperts::run(std::span<const ExpertRequest> requests, DecodePhaseTimer& timer) {
     prepare(requests.size());
     // Experts already in the device pool are computed first and never asked of the host source
     // (which would read them again); only the device pool's misses are fetched.
@@ -618,6 +618,7 @@ void RoutedExperts::run(std::span<const ExpertRequest> requests) {
         }
     }
     flush();
+    timer.lap(&DecodePhases::prepare_seconds);
     const size_t group = std::max<size_t>(ctx_.experts->max_batch_experts(), 1);
     for (size_t first = 0; first < missing.size(); first += group) {
         const std::span<const ExpertRequest> part = std::span<const ExpertRequest>(missing).subspan(
@@ -627,15 +628,20 @@ void RoutedExperts::run(std::span<const ExpertRequest> requests) {
         size_t index = 0;
         ExpertWeights expert;
         while (batch->next(&index, &expert)) {
+            timer.lap(&DecodePhases::read_wait_seconds);
             const int32_t id = part[index].expert;
             if (decode_) {
                 add_decode(id, expert);
             } else {
                 run_prefill(id, expert);
             }
+            timer.lap(&DecodePhases::miss_queue_seconds);
         }
+        timer.lap(&DecodePhases::read_wait_seconds);
         flush();
+        timer.lap(&DecodePhases::miss_queue_seconds);
         pool_.wait_host_copies();
+        timer.lap(&DecodePhases::copy_wait_seconds);
         // Requests cut by the source (batch->cut_requests()) stay undelivered: part_base −1.
     }
 }
@@ -990,7 +996,9 @@ void moe_finish(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, c
     const StagingLayout& layout = shape.layout;
     // The same buffer moe_route read back into (its size was grown there).
     auto* staging = static_cast<std::byte*>(ctx.expert_pool->host_staging(layout.total));
+    DecodePhaseTimer timer(ctx.phases);
     CHERENKOV_CUDA_CHECK(cudaStreamSynchronize(stream));
+    timer.lap(&DecodePhases::routing_wait_seconds);
     const auto* experts = reinterpret_cast<const int32_t*>(staging + layout.readback);
     const auto* expert_weights = reinterpret_cast<const float*>(experts + tk);
     const auto n_tk = static_cast<size_t>(tk);
@@ -1017,7 +1025,7 @@ void moe_finish(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, c
     shared_expert(weights, mix, n_rows, shared.data(), shared_gate.data(), ctx);
 
     RoutedExperts routed_experts(weights, mix, n_rows, {experts, n_tk}, staging, layout, ctx);
-    routed_experts.run(requests);
+    routed_experts.run(requests, timer);
 
     // Each row's delivered outputs in increasing expert index (never delivery order).
     auto* part_rows = reinterpret_cast<int32_t*>(staging + layout.combine);
@@ -1053,6 +1061,7 @@ void moe_finish(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, c
     ctx.record("moe.routed_out", routed.data(), n_rows * h);
     ctx.record("moe.out", y, n_rows * h);
     complete_layer(weights, ctx);
+    timer.lap(&DecodePhases::finish_seconds);
 }
 
 }  // namespace cherenkov::engine::cuda

@@ -310,6 +310,12 @@ TEST(CudaModel, LayersHeldWholeAreRoutedOnTheDeviceWithTheHostPathsBits) {
         EXPECT_EQ(full_stats["device_routed_layers"].get<int64_t>(), 4) << graphs;
         EXPECT_EQ(full_stats["device_routed_calls"].get<uint64_t>(), 48U) << graphs;
         EXPECT_EQ(small_stats["device_routed_calls"].get<uint64_t>(), 0U) << graphs;
+        // Host phase timing covers the decode calls of layers routed on the host, and only those.
+        const nlohmann::json& phases = small_stats["decode_phases"];
+        EXPECT_EQ(phases["layers"].get<uint64_t>(), 48U) << graphs;
+        EXPECT_GT(phases["seconds"]["routing_wait"].get<double>(), 0.0) << graphs;
+        EXPECT_GT(phases["seconds"]["finish"].get<double>(), 0.0) << graphs;
+        EXPECT_EQ(full_stats["decode_phases"]["layers"].get<uint64_t>(), 0U) << graphs;
         // The shared expert rides in the routed launches (the same bits as its own launch).
         EXPECT_EQ(full_stats["shared_expert_layers_on_expert_kernels"].get<int64_t>(), 4);
         // Uses routed on the device count as hits, as the host path's do.
