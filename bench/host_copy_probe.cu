@@ -22,16 +22,9 @@
 #include <thread>
 #include <vector>
 
-namespace {
+#include "cuda_bench_support.cuh"
 
-#define CHECK(call)                                                              \
-    do {                                                                         \
-        const cudaError_t status = (call);                                       \
-        if (status != cudaSuccess) {                                             \
-            std::fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(status)); \
-            std::exit(1);                                                        \
-        }                                                                        \
-    } while (0)
+namespace {
 
 using Clock = std::chrono::steady_clock;
 

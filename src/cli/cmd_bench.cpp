@@ -135,7 +135,7 @@ int run_bench(const BenchOptions& options) {
     std::printf("peak RSS %.1f MB, dense %.1f MB\n",
                 report["memory"]["peak_rss_bytes"].get<double>() / 1e6,
                 report["memory"]["dense_bytes"].get<double>() / 1e6);
-    // The CUDA backend's host phases of host-routed decode layers, summed over the runs.
+    // The CUDA backend's host phases of host-routed decode layers, summed since load (every run).
     const nlohmann::json device = report["memory"].value("device", nlohmann::json::object());
     if (device.contains("decode_phases") && device["decode_phases"]["layers"].get<uint64_t>() > 0) {
         const nlohmann::json& us = device["decode_phases"]["us_per_layer"];

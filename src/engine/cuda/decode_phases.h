@@ -33,7 +33,7 @@ struct DecodePhases {
     Clock::time_point layer_start{};  // set when a timed layer's first launch is queued
 
     nlohmann::json to_json() const {
-        const double per_layer = layers > 0 ? 1e6 / static_cast<double>(layers) : 0.0;
+        const double us_per_layer_scale = layers > 0 ? 1e6 / static_cast<double>(layers) : 0.0;
         nlohmann::json phases = {{"layers", layers}};
         nlohmann::json seconds;
         nlohmann::json us_per_layer;
@@ -43,7 +43,7 @@ struct DecodePhases {
               std::pair{"miss_queue", miss_queue_seconds},
               std::pair{"copy_wait", copy_wait_seconds}, std::pair{"finish", finish_seconds}}) {
             seconds[name] = value;
-            us_per_layer[name] = value * per_layer;
+            us_per_layer[name] = value * us_per_layer_scale;
         }
         phases["seconds"] = std::move(seconds);
         phases["us_per_layer"] = std::move(us_per_layer);
