@@ -9,9 +9,19 @@
 //                  page cache leaves it: its lines dirty in the CPU caches)
 //   fresh-nt       the same, rewritten with non-temporal stores (nothing left in the caches)
 //   behind-kernel  isolated, issued while a kernel of --kernel-us runs on another stream
-//   host_copy_probe [--bytes N] [--gap-us U] [--kernel-us K] [--copies C]
+//   under-load     isolated, issued while a kernel that streams HBM on every multiprocessor runs
+//                  on another stream (as the expert GEMVs do while a layer's misses are copied)
+//   pread          isolated, the record read just before from a file in the page cache by another
+//                  thread (exactly what an IO worker does with --buffered-io)
+//   pair           two records queued at once after the gap (a decode layer has ~2.5 misses)
+//   mapped         isolated, straight from a read-only mapping of that file registered with
+//                  cudaHostRegister (no pread, no staging copy); and mapped-b2b back-to-back
+//   host_copy_probe [--bytes N] [--gap-us U] [--kernel-us K] [--copies C] [--file PATH]
 #include <cuda_runtime.h>
 #include <emmintrin.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
@@ -45,6 +55,22 @@ __global__ void busy_kernel(long long cycles) {
     }
 }
 
+// Streams `words` of `data` on every multiprocessor for about `cycles` (reads only; the sum is
+// stored only when impossible, so the loads stay).
+__global__ void stream_kernel(const uint4* data, size_t words, long long cycles, uint32_t* sink) {
+    const long long start = clock64();
+    uint32_t acc = 0;
+    size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x;
+    const size_t step = size_t{gridDim.x} * blockDim.x;
+    while (clock64() - start < cycles) {
+        const uint4 v = data[i];
+        acc ^= v.x ^ v.y ^ v.z ^ v.w;
+        i += step;
+        if (i >= words) i -= words;
+    }
+    if (acc == 0x9E3779B9U) *sink = acc;
+}
+
 void rewrite(std::byte* record, const std::byte* source, size_t bytes, bool non_temporal) {
     if (!non_temporal) {
         std::memcpy(record, source, bytes);
@@ -68,12 +94,14 @@ int main(int argc, char** argv) {
     double gap_us = 300.0;
     double kernel_us = 50.0;
     int copies = 50;
+    std::string file = "/tmp/host_copy_probe.bin";
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string flag = argv[i];
         if (flag == "--bytes") bytes = std::strtoull(argv[i + 1], nullptr, 10);
         if (flag == "--gap-us") gap_us = std::atof(argv[i + 1]);
         if (flag == "--kernel-us") kernel_us = std::atof(argv[i + 1]);
         if (flag == "--copies") copies = std::atoi(argv[i + 1]);
+        if (flag == "--file") file = argv[i + 1];
     }
     bytes = bytes / 16 * 16;
     constexpr int kRecords = 8;
@@ -92,16 +120,54 @@ int main(int argc, char** argv) {
     cudaEvent_t after = nullptr;
     CHECK(cudaEventCreate(&before));
     CHECK(cudaEventCreate(&after));
+    // A file of kRecords records, written and read once so that it sits in the page cache.
+    const int fd = open(file.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0) {
+        std::perror(file.c_str());
+        return 1;
+    }
+    for (int r = 0; r < kRecords; ++r) {
+        if (pwrite(fd, host + r * bytes, bytes, static_cast<off_t>(r * bytes)) !=
+            static_cast<ssize_t>(bytes)) {
+            std::perror("pwrite");
+            return 1;
+        }
+    }
+    fsync(fd);
+    void* mapping = mmap(nullptr, bytes * kRecords, PROT_READ, MAP_SHARED, fd, 0);
+    if (mapping == MAP_FAILED) {
+        std::perror("mmap");
+        return 1;
+    }
+    const Clock::time_point register_start = Clock::now();
+    CHECK(cudaHostRegister(mapping, bytes * kRecords,
+                           cudaHostRegisterMapped | cudaHostRegisterReadOnly));
+    std::printf("cudaHostRegister of the %.1f MB mapping: %.0f us (%.1f us per MB)\n",
+                bytes * kRecords / 1e6, us_since(register_start),
+                us_since(register_start) / (bytes * kRecords / 1e6));
+    const auto* mapped = static_cast<const std::byte*>(mapping);
+    constexpr size_t kLoadBytes = size_t{2} << 30;  // past the L2: every load goes to HBM
+    uint4* load = nullptr;
+    uint32_t* sink = nullptr;
+    CHECK(cudaMalloc(reinterpret_cast<void**>(&load), kLoadBytes));
+    CHECK(cudaMalloc(reinterpret_cast<void**>(&sink), sizeof(uint32_t)));
+    CHECK(cudaMemset(load, 1, kLoadBytes));
+    int sms = 0;
+    CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
     int clock_khz = 0;
     CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
     const auto kernel_cycles = static_cast<long long>(kernel_us * clock_khz / 1000.0);
 
     // One copy of record r, timed both ways.
-    const auto timed_copy = [&](int r) {
+    const auto timed_copy = [&](int r, const std::byte* from = nullptr, int n = 1) {
+        if (from == nullptr) from = host;
         const Clock::time_point issued = Clock::now();
         CHECK(cudaEventRecord(before, copy));
-        CHECK(cudaMemcpyAsync(device + r * bytes, host + r * bytes, bytes, cudaMemcpyHostToDevice,
-                              copy));
+        for (int k = 0; k < n; ++k) {
+            const int rk = (r + k) % kRecords;
+            CHECK(cudaMemcpyAsync(device + rk * bytes, from + rk * bytes, bytes,
+                                  cudaMemcpyHostToDevice, copy));
+        }
         CHECK(cudaEventRecord(after, copy));
         CHECK(cudaEventSynchronize(after));
         Timing t;
@@ -111,9 +177,9 @@ int main(int argc, char** argv) {
         t.copy_us = ms * 1000.0;
         return t;
     };
-    const auto report = [&](const char* name, double copy_us, double issue_us) {
+    const auto report = [&](const char* name, double copy_us, double issue_us, int n = 1) {
         std::printf("%-14s copy %7.1f us (%5.1f GB/s)   issue to done %7.1f us\n", name, copy_us,
-                    static_cast<double>(bytes) / copy_us / 1e3, issue_us);
+                    static_cast<double>(bytes) * n / copy_us / 1e3, issue_us);
     };
 
     timed_copy(0);  // warm-up
@@ -130,11 +196,35 @@ int main(int argc, char** argv) {
         CHECK(cudaEventElapsedTime(&ms, before, after));
         report("back-to-back", ms * 1000.0 / copies, us_since(issued) / copies);
     }
-    enum class Case { Isolated, Fresh, FreshNonTemporal, BehindKernel };
+    {
+        CHECK(cudaEventRecord(before, copy));
+        const Clock::time_point issued = Clock::now();
+        for (int i = 0; i < copies; ++i) {
+            CHECK(cudaMemcpyAsync(device + (i % kRecords) * bytes, mapped + (i % kRecords) * bytes,
+                                  bytes, cudaMemcpyHostToDevice, copy));
+        }
+        CHECK(cudaEventRecord(after, copy));
+        CHECK(cudaEventSynchronize(after));
+        float ms = 0.0F;
+        CHECK(cudaEventElapsedTime(&ms, before, after));
+        report("mapped-b2b", ms * 1000.0 / copies, us_since(issued) / copies);
+    }
+    enum class Case {
+        Isolated,
+        Fresh,
+        FreshNonTemporal,
+        BehindKernel,
+        UnderLoad,
+        Pread,
+        Pair,
+        Mapped
+    };
     for (const auto& [name, which] :
          {std::pair{"isolated", Case::Isolated}, std::pair{"fresh", Case::Fresh},
           std::pair{"fresh-nt", Case::FreshNonTemporal},
-          std::pair{"behind-kernel", Case::BehindKernel}}) {
+          std::pair{"behind-kernel", Case::BehindKernel}, std::pair{"under-load", Case::UnderLoad},
+          std::pair{"pread", Case::Pread}, std::pair{"pair", Case::Pair},
+          std::pair{"mapped", Case::Mapped}}) {
         double copy_sum = 0.0;
         double issue_sum = 0.0;
         for (int i = 0; i < copies; ++i) {
@@ -146,14 +236,35 @@ int main(int argc, char** argv) {
                                    which == Case::FreshNonTemporal);
                 writer.join();
             }
+            if (which == Case::Pread) {
+                std::thread reader([&] {
+                    if (pread(fd, host + r * bytes, bytes, static_cast<off_t>(r * bytes)) !=
+                        static_cast<ssize_t>(bytes)) {
+                        std::perror("pread");
+                        std::exit(1);
+                    }
+                });
+                reader.join();
+            }
             if (which == Case::BehindKernel) busy_kernel<<<1, 32, 0, compute>>>(kernel_cycles);
-            const Timing t = timed_copy(r);
+            if (which == Case::UnderLoad) {
+                stream_kernel<<<4 * sms, 512, 0, compute>>>(load, kLoadBytes / sizeof(uint4),
+                                                            kernel_cycles, sink);
+            }
+            const int n = which == Case::Pair ? 2 : 1;
+            const Timing t = timed_copy(r, which == Case::Mapped ? mapped : nullptr, n);
             copy_sum += t.copy_us;
             issue_sum += t.issue_us;
         }
         CHECK(cudaStreamSynchronize(compute));
-        report(name, copy_sum / copies, issue_sum / copies);
+        report(name, copy_sum / copies, issue_sum / copies, which == Case::Pair ? 2 : 1);
     }
+    CHECK(cudaHostUnregister(mapping));
+    munmap(mapping, bytes * kRecords);
+    close(fd);
+    unlink(file.c_str());
+    CHECK(cudaFree(load));
+    CHECK(cudaFree(sink));
     CHECK(cudaFree(device));
     CHECK(cudaFreeHost(host));
     return 0;
