@@ -51,11 +51,11 @@ std::string read_text_file(const std::string& path) {
     return text;
 }
 
-std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
+std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path, bool shared) {
     UniqueFd fd = open_read_only(path);
     uint64_t size = file_size(fd.get(), path);
     if (size == 0) return std::shared_ptr<const MappedFile>(new MappedFile(path, nullptr, 0));
-    void* data = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd.get(), 0);
+    void* data = ::mmap(nullptr, size, PROT_READ, shared ? MAP_SHARED : MAP_PRIVATE, fd.get(), 0);
     if (data == MAP_FAILED) throw_errno("cannot map " + path, errno);
     // The mapping outlives the descriptor, so fd closes here.
     return std::shared_ptr<const MappedFile>(

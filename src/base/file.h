@@ -23,11 +23,13 @@ void pread_exact(int fd, std::span<std::byte> out, uint64_t offset, const std::s
 
 std::string read_text_file(const std::string& path);
 
-// A read-only, private mapping of a whole file. Views into it stay valid while any
+// A read-only mapping of a whole file. Views into it stay valid while any
 // shared_ptr<const MappedFile> lives; the file must not be modified meanwhile.
 class MappedFile {
 public:
-    static std::shared_ptr<const MappedFile> open(const std::string& path);
+    // shared: MAP_SHARED, whose pages are the page cache's own (a device driver can lock them
+    // in place); else MAP_PRIVATE. For a file nobody writes the bytes are the same.
+    static std::shared_ptr<const MappedFile> open(const std::string& path, bool shared = false);
     ~MappedFile();
 
     MappedFile(const MappedFile&) = delete;
