@@ -59,7 +59,7 @@ public:
 
     uint64_t n_slots() const { return pool_.n_slots(); }
     size_t max_batch_experts() const override { return static_cast<size_t>(pool_.n_slots()); }
-    std::span<std::byte> record_memory() const override { return pool_.memory(); }
+    RecordMemory record_memory() const override { return RecordMemory{.bytes = pool_.memory()}; }
     uint64_t slot_bytes() const { return pool_.slot_bytes(); }
     const std::byte* slot_data(uint32_t slot) const { return pool_.slot(slot); }
     // True when the resident table's reads bypass the page cache.

@@ -49,6 +49,13 @@ public:
     virtual std::span<const size_t> cut_requests() const { return {}; }
 };
 
+// A source's record region. read_only: the memory must not be written (a read-only mapping), so
+// a device backend registers it as memory the device only reads.
+struct RecordMemory {
+    std::span<const std::byte> bytes;
+    bool read_only = false;
+};
+
 class ExpertSource {
 public:
     virtual ~ExpertSource() = default;
@@ -70,9 +77,13 @@ public:
     virtual size_t max_batch_experts() const { return SIZE_MAX; }
 
     // The host memory every delivered record lies in, when the source has one fixed region (the
-    // expert cache's pool), so a device backend can page-lock it once and copy records out with
-    // DMA; empty otherwise.
-    virtual std::span<std::byte> record_memory() const { return {}; }
+    // expert cache's pool, a mapped table), so a device backend can page-lock it once and copy
+    // records out with DMA; empty otherwise.
+    virtual RecordMemory record_memory() const { return {}; }
+
+    // Whether delivered records stay valid after their batch is destroyed (a mapped table's
+    // do), so a device backend need not wait for its copies out of them before it goes on.
+    virtual bool records_outlive_batches() const { return false; }
 
     // Bracket one forward call (a token step: all layers, all rows), for per-step accounting.
     virtual void begin_step() {}

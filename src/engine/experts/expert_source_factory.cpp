@@ -1,6 +1,7 @@
 #include "engine/experts/expert_source_factory.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 
 #include "base/error.h"
@@ -8,6 +9,7 @@
 #include "base/log.h"
 #include "engine/experts/direct_expert_reader.h"
 #include "engine/experts/expert_cache.h"
+#include "engine/experts/mapped_expert_table.h"
 #include "store/manifest/store_manifest.h"
 
 namespace cherenkov::engine {
@@ -18,6 +20,23 @@ BuiltExpertSource make_expert_source(ExpertSourceOptions options) {
     const auto resident = cache.tables.find(cache.resident_bits);
     if (resident == cache.tables.end()) {
         throw_invalid("no Q" + std::to_string(cache.resident_bits) + " expert table given");
+    }
+    if (options.mapped) {
+        if (miss_bits != cache.resident_bits) {
+            throw_invalid("--miss-experts " + std::to_string(miss_bits) +
+                          " needs the expert cache: a mapped expert table has no misses to read "
+                          "at lower precision");
+        }
+        char size[32];
+        std::snprintf(size, sizeof size, "%.3f GB",
+                      static_cast<double>(resident->second.layout.file_bytes()) / 1e9);
+        BuiltExpertSource built;
+        built.budget.description = "mapped: " + resident->second.path + " (" + size +
+                                   ") used in place from the page cache";
+        log_info("experts", built.budget.description);
+        built.source =
+            std::make_unique<MappedExpertTable>(resident->second.path, resident->second.layout);
+        return built;
     }
     uint64_t slot_bytes = resident->second.layout.record_bytes;
     if (const auto miss = cache.tables.find(miss_bits); miss != cache.tables.end()) {

@@ -1,6 +1,7 @@
-// Builds the ExpertSource the engine runs with: the bounded expert cache, or the DirectExpertReader
-// when the pool is 0. Resolves `--pool-gb` against the tables and available memory, and finds a
-// store's expert tables by precision.
+// Builds the ExpertSource the engine runs with: the bounded expert cache, the DirectExpertReader
+// when the pool is 0, or the MappedExpertTable when the table is used in place. Resolves
+// `--pool-gb` against the tables and available memory, and finds a store's expert tables by
+// precision.
 #pragma once
 
 #include <memory>
@@ -16,7 +17,10 @@ namespace cherenkov::engine {
 struct ExpertSourceOptions {
     // Tables, precisions, policy, IO, lookahead, cut_weak. cache.n_slots is set from `pool`.
     ExpertCacheOptions cache;
-    PoolSetting pool;            // parse_pool_setting(--pool-gb); default adaptive
+    PoolSetting pool;  // parse_pool_setting(--pool-gb); default adaptive
+    // No cache: the resident table is mapped and its records used in place (MappedExpertTable;
+    // `--pool-gb mapped`, or `--host-pool-gb mapped` with CUDA). `pool` is then not used.
+    bool mapped = false;
     int64_t max_rows = 1;        // rows per step: the token plus drafts
     int64_t top_k = 1;           // experts per row
     uint64_t fixed_bytes = 0;    // buffers allocated outside the pool (adaptive sizing)
@@ -32,7 +36,9 @@ struct BuiltExpertSource {
 
 // Throws InvalidInput for an infeasible explicit pool (naming the smallest workable value),
 // ResourceExhausted when adaptive sizing cannot fit one layer-step, and whatever opening the
-// tables throws. A pool of 0 gives a DirectExpertReader over the resident table.
+// tables throws. A pool of 0 gives a DirectExpertReader over the resident table; `mapped` a
+// MappedExpertTable over it (InvalidInput with a different miss precision: mixed mode reads
+// unpredicted misses at low bits, and a mapped table has no misses to read).
 BuiltExpertSource make_expert_source(ExpertSourceOptions options);
 
 // The expert tables of a store directory for the given precisions: experts.bin from manifest.json
