@@ -21,7 +21,8 @@ void add_model_options(CLI::App* app, ModelOptions& options) {
         ->check(CLI::IsMember({0, 4, 3, 2}));
     app->add_option("--pool-gb", options.pool_gb,
                     "Expert cache size: N decimal GB, max, or adaptive (default; from available "
-                    "memory); 0: no cache");
+                    "memory); 0: no cache; mapped (cpu): no cache, the expert table used in place "
+                    "from the page cache (needs RAM for it)");
     app->add_option("--cache-policy", options.cache_policy,
                     "Expert replacement: lru (default) or frequency")
         ->check(CLI::IsMember({"lru", "frequency"}));
@@ -39,7 +40,9 @@ void add_model_options(CLI::App* app, ModelOptions& options) {
                   "Also run the CPU reference and report where the backend diverges (slow)");
     app->add_option("--host-pool-gb", options.host_pool_gb,
                     "With --backend cuda: host expert cache behind the device pool (the RAM "
-                    "tier): N decimal GB, max, adaptive, or staging (default: a few layer-steps)");
+                    "tier): N decimal GB, max, adaptive, staging (default: a few layer-steps), "
+                    "or mapped (the expert table mapped, page-locked and copied from in place; "
+                    "needs RAM for it)");
     app->add_flag("--buffered-io", options.buffered_io,
                   "Read experts through the page cache instead of O_DIRECT");
     // Range-checked in load_model (engine::validate_prefill_quantum), so every caller of the

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <compare>
 #include <cstdlib>
@@ -345,7 +346,10 @@ private:
     int64_t trace_step_ = 0;
     std::string device_name_;
     uint64_t device_total_bytes_ = 0;
-    std::byte* registered_ = nullptr;  // the host records' page-locked region, if any
+    // Page-locks the source's record region, if it has one.
+    void register_records(const RecordMemory& records);
+
+    void* registered_ = nullptr;  // the host records' page-locked region, if any
     uint64_t registered_bytes_ = 0;
     DeviceArena call_arena_;   // a call's temporaries outside the layers
     DeviceArena layer_arena_;  // one layer's temporaries, reset per layer
@@ -463,18 +467,36 @@ CudaModel::CudaModel(const ModelWeights& weights, ExpertSource& experts,
     if (chunk.rows < options.prefill_quantum) log_warn("cuda", chunk.description);
     pool_ = std::make_unique<DeviceExpertPool>(layout, static_cast<int64_t>(budget.n_slots),
                                                static_cast<void*>(stream_), options.max_bits);
-    // Page-lock the host cache's pool: records are then copied to device slots by DMA,
-    // asynchronously, instead of through the driver's pageable bounce buffers.
-    const std::span<std::byte> records = experts.record_memory();
-    if (!records.empty() &&
-        cudaHostRegister(records.data(), records.size(), cudaHostRegisterDefault) == cudaSuccess) {
-        registered_ = records.data();
-        registered_bytes_ = records.size();
-    } else {
-        cudaGetLastError();  // not registered (e.g. over the locked-memory limit): copies still
-                             // work
-    }
+    register_records(experts.record_memory());
     pool_description_ = "device " + budget.description + ", " + chunk.description;
+}
+
+// Page-locked records are copied to device slots by DMA, asynchronously, instead of through the
+// driver's pageable bounce buffers (a few times slower). A read-only mapping is registered as
+// memory the device only reads; registering faults in and locks every page of it, which takes
+// ~80-100 µs per MB (H200 machine), so it is timed.
+void CudaModel::register_records(const RecordMemory& records) {
+    if (records.bytes.empty()) return;
+    void* base = const_cast<std::byte*>(records.bytes.data());
+    const auto start = std::chrono::steady_clock::now();
+    const unsigned flags = records.read_only ? cudaHostRegisterReadOnly : cudaHostRegisterDefault;
+    const cudaError_t status = cudaHostRegister(base, records.bytes.size(), flags);
+    if (status != cudaSuccess) {
+        cudaGetLastError();  // e.g. over the locked-memory limit: copies still work, slower
+        log_warn("cuda", "expert records not page-locked (" + std::to_string(records.bytes.size()) +
+                             " bytes: " + cudaGetErrorString(status) +
+                             "); copies to the device go through bounce buffers");
+        return;
+    }
+    registered_ = base;
+    registered_bytes_ = records.bytes.size();
+    if (records.read_only) {
+        const double seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        log_info("cuda",
+                 "mapped expert table page-locked: " + std::to_string(registered_bytes_ / 1000000) +
+                     " MB in " + std::to_string(static_cast<int>(seconds * 1000)) + " ms");
+    }
 }
 
 void CudaModel::check_tokens(std::span<const int32_t> tokens) const {

@@ -360,8 +360,8 @@ void DeviceExpertPool::wait_host_copies() {
     CHERENKOV_CUDA_CHECK(cudaStreamSynchronize(impl_->copy));
 }
 
-void DeviceExpertPool::finish_batch() noexcept {
-    cudaStreamSynchronize(impl_->copy);
+void DeviceExpertPool::finish_batch(bool wait_copies) noexcept {
+    if (wait_copies) cudaStreamSynchronize(impl_->copy);
     if (pinned_.empty()) return;
     // Record the release event as release_pinned() does; on failure fall back to waiting for
     // the compute stream so that no later copy can overtake a reader.

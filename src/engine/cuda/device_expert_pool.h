@@ -99,9 +99,10 @@ public:
 
     // Blocks until every copy out of host memory queued so far has completed.
     void wait_host_copies();
-    // For scope guards around a host ExpertBatch: wait_host_copies() and release_pinned(), never
-    // throwing (errors are left for the next checked call).
-    void finish_batch() noexcept;
+    // For scope guards around a host ExpertBatch: wait_host_copies() (unless the batch's records
+    // outlive it: wait_copies false) and release_pinned(), never throwing (errors are left for the
+    // next checked call).
+    void finish_batch(bool wait_copies = true) noexcept;
 
     // A whole layer routed on the device (moe.cu's resident decode), with no host round trip:
     // when the pool can hold every record at the layout's bits and all of `layer`'s experts are

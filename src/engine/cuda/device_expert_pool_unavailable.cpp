@@ -19,7 +19,7 @@ DeviceExpert DeviceExpertPool::acquire(int64_t, int32_t, const ExpertWeights&) {
 }
 void DeviceExpertPool::release_pinned() {}
 void DeviceExpertPool::wait_host_copies() {}
-void DeviceExpertPool::finish_batch() noexcept {}
+void DeviceExpertPool::finish_batch(bool) noexcept {}
 void* DeviceExpertPool::host_staging(size_t) {
     throw_unsupported("[device_expert_pool] built without CUDA");
 }

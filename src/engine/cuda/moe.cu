@@ -469,11 +469,12 @@ struct StagingLayout {
     }
 };
 
-// Destroyed before the host batch it guards: copies out of the batch's records have completed,
-// and no slot stays pinned after an error.
+// Destroyed before the host batch it guards: copies out of the batch's records have completed
+// (unless the records outlive the batch), and no slot stays pinned after an error.
 struct BatchFence {
     DeviceExpertPool& pool;
-    ~BatchFence() { pool.finish_batch(); }
+    bool wait_copies = true;
+    ~BatchFence() { pool.finish_batch(wait_copies); }
 };
 
 // The routed experts of one layer, computed into per-(row, slot) outputs as they arrive.
@@ -620,11 +621,14 @@ void RoutedExperts::run(std::span<const ExpertRequest> requests, DecodePhaseTime
     flush();
     timer.lap(&DecodePhases::prepare_seconds);
     const size_t group = std::max<size_t>(ctx_.experts->max_batch_experts(), 1);
+    // Copies out of records that outlive their batch (a mapped table) are not waited for: the
+    // compute stream waits for each before reading its slot, and the host goes on queueing.
+    const bool wait_copies = !ctx_.experts->records_outlive_batches();
     for (size_t first = 0; first < missing.size(); first += group) {
         const std::span<const ExpertRequest> part = std::span<const ExpertRequest>(missing).subspan(
             first, std::min(group, missing.size() - first));
         std::unique_ptr<ExpertBatch> batch = ctx_.experts->fetch(weights_.table_layer, part);
-        const BatchFence fence{pool_};
+        const BatchFence fence{pool_, wait_copies};
         size_t index = 0;
         ExpertWeights expert;
         while (batch->next(&index, &expert)) {
@@ -640,7 +644,7 @@ void RoutedExperts::run(std::span<const ExpertRequest> requests, DecodePhaseTime
         timer.lap(&DecodePhases::read_wait_seconds);
         flush();
         timer.lap(&DecodePhases::miss_queue_seconds);
-        pool_.wait_host_copies();
+        if (wait_copies) pool_.wait_host_copies();
         timer.lap(&DecodePhases::copy_wait_seconds);
         // Requests cut by the source (batch->cut_requests()) stay undelivered: part_base −1.
     }

@@ -16,6 +16,7 @@
 #include "engine/experts/direct_expert_reader.h"
 #include "engine/experts/expert_cache.h"
 #include "engine/experts/expert_source_factory.h"
+#include "engine/experts/mapped_expert_table.h"
 #include "engine/runtime/checked_backend.h"
 #include "store/manifest/store_manifest.h"
 #include "store/store_check.h"
@@ -100,10 +101,12 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
     // union serves any chunk, with more reads.
     const uint64_t cpu_chunk_scratch = static_cast<uint64_t>(options.prefill_quantum) *
                                        prefill_scratch_row_bytes(loaded->weights_->config);
-    // The host expert source with `pool`, and the CPU model over it.
-    const auto build_host_side = [&](const PoolSetting& pool) {
+    // The host expert source with `pool` (or the table in place when `mapped`), and the CPU
+    // model over it.
+    const auto build_host_side = [&](const PoolSetting& pool, bool mapped) {
         ExpertSourceOptions source = base;
         source.pool = pool;
+        source.mapped = mapped;
         BuiltExpertSource built = make_expert_source(std::move(source));
         loaded->model_.reset();
         loaded->experts_ = std::move(built.source);
@@ -122,9 +125,12 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
         if (host == "staging") {
             const uint64_t step = static_cast<uint64_t>(base.max_rows * base.top_k);
             const uint64_t slot = base.cache.tables.at(options.expert_bits).layout.record_bytes;
-            build_host_side(PoolSetting{.mode = PoolMode::Explicit, .bytes = 4 * step * slot});
+            build_host_side(PoolSetting{.mode = PoolMode::Explicit, .bytes = 4 * step * slot},
+                            false);
+        } else if (host == "mapped") {
+            build_host_side(PoolSetting{}, true);
         } else {
-            build_host_side(parse_pool_setting(host));
+            build_host_side(parse_pool_setting(host), false);
         }
         cuda::CudaModelOptions device;
         device.pool = options.pool;
@@ -152,7 +158,11 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
     }
     if (backend == "cpu") {
         base.reserve_bytes = cpu_chunk_scratch;
-        build_host_side(parse_pool_setting(options.pool));
+        if (options.pool == "mapped") {
+            build_host_side(PoolSetting{}, true);
+        } else {
+            build_host_side(parse_pool_setting(options.pool), false);
+        }
     }
     loaded->backend_name_ = backend;
     if (options.check) {
@@ -171,6 +181,8 @@ int64_t LoadedModel::prefill_chunk_tokens() const {
 uint64_t LoadedModel::expert_bytes_read() const {
     if (const auto* direct = dynamic_cast<const DirectExpertReader*>(experts_.get()))
         return direct->bytes_read();
+    if (const auto* mapped = dynamic_cast<const MappedExpertTable*>(experts_.get()))
+        return mapped->bytes_served();
     if (const auto* cache = dynamic_cast<const ExpertCache*>(experts_.get())) {
         const LayerCounters total = cache->stats().total();
         uint64_t bytes = 0;

@@ -21,16 +21,19 @@ struct LoadOptions {
     int expert_bits = 4;  // 4, 3 or 2: which expert table serves routed experts
     int miss_bits = 0;    // --miss-experts: precision of unpredicted misses (0: expert_bits)
     int threads = 0;      // 0: every online CPU
-    std::string pool = "adaptive";  // --pool-gb: N (decimal GB), max, adaptive; 0: no cache
-    std::string policy = "lru";     // --cache-policy: lru or frequency
-    float cut_weak = 0.0F;          // --cut-weak
-    int io_threads = 0;             // expert reads in flight; 0: half the online CPUs, 4 to 8
-    int64_t max_rows = 3;           // rows per decode step (token + drafts): the pool's minimum
+    // --pool-gb: N (decimal GB), max, adaptive; 0: no cache; mapped (cpu): the table in place
+    std::string pool = "adaptive";
+    std::string policy = "lru";  // --cache-policy: lru or frequency
+    float cut_weak = 0.0F;       // --cut-weak
+    int io_threads = 0;          // expert reads in flight; 0: half the online CPUs, 4 to 8
+    int64_t max_rows = 3;        // rows per decode step (token + drafts): the pool's minimum
     // cpu, cuda, or auto (cuda when this build has CUDA and a device is present).
     std::string backend = "cpu";
     // With cuda, `pool` sizes the device expert pool and this the host cache the device pool is
     // filled from (the RAM tier). Empty: a staging pool of a few layer-steps, so misses of the
-    // device pool read the store (through the page cache when buffered_io).
+    // device pool read the store (through the page cache when buffered_io). "mapped": no host
+    // cache, the table is mapped, page-locked and copied from in place (engine/experts/
+    // mapped_expert_table.h; needs RAM for the whole table).
     std::string host_pool;
     bool buffered_io = false;  // read experts through the page cache instead of O_DIRECT
     bool check = false;        // cuda: also run the CPU model and report divergence (slow)

@@ -17,6 +17,7 @@
 #include "base/error.h"
 #include "engine/cuda/device_test.h"
 #include "engine/experts/direct_expert_reader.h"
+#include "engine/experts/mapped_expert_table.h"
 #include "engine/generate/generator.h"
 #include "engine/generate/sampler.h"
 #include "engine/model/fixture_engine.h"
@@ -395,6 +396,31 @@ TEST(CudaModel, SmallPrefillQuantumPrefillsALongerPromptInChunksIdentically) {
         EXPECT_EQ(stats.prefill_chunk_tokens, 5);
         EXPECT_EQ(stats.prefill_chunks, (static_cast<int64_t>(prompt.size()) + 4) / 5);
     }
+}
+
+// With the table mapped (`--host-pool-gb mapped`) the device pool's misses are copied straight
+// from the page-locked mapping: the same bits as records read into buffers, the whole table
+// page-locked, and every fetched record counted as served.
+TEST(CudaModel, AMappedTableGivesTheSameBitsAsReadRecords) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    const std::string checkpoint = "tiny_a/hf_flat_fused";
+    CudaFixture read(checkpoint, minimal_pool(checkpoint));
+    FixtureEngine cpu(checkpoint);
+    engine::MappedExpertTable mapped(cpu.weights->store_dir + "/experts.bin",
+                                     cpu.weights->manifest.experts);
+    engine::cuda::CudaModelOptions options;
+    options.pool = minimal_pool(checkpoint);
+    options.max_ctx = 512;
+    options.prefill_quantum = 64;
+    const std::unique_ptr<engine::ModelBackend> gpu =
+        engine::cuda::make_cuda_model(*cpu.weights, mapped, options);
+    EXPECT_EQ(gpu->backend_stats().value("host_records_page_locked_bytes", uint64_t{0}),
+              cpu.weights->manifest.experts.file_bytes());
+    ReferenceFile reference("tiny_a/reference/logits.safetensors");
+    const std::vector<int32_t> prompt = reference.tokens("input_ids.chat");
+    EXPECT_EQ(all_logits(*read.gpu, prompt), all_logits(*gpu, prompt));
+    EXPECT_EQ(generate(*read.gpu, prompt, 2), generate(*gpu, prompt, 2));
+    EXPECT_GT(mapped.records_served(), 0u);
 }
 
 TEST(CudaModel, PrefillQuantumOutOfRangeNamesTheFlag) {

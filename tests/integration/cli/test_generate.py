@@ -81,6 +81,31 @@ def test_bench_reports_throughput(run_cli, stores):
     assert report["memory"]["expert_hit_rate"] > 0.5
 
 
+def test_a_mapped_expert_table_gives_the_same_output_as_the_cache(run_cli, stores):
+    """`--pool-gb mapped` (CPU) and `--host-pool-gb mapped` (CUDA) use the table in place: the same
+    greedy text and logits as the cache, every expert use served from the mapping, and mixed
+    precision (which needs misses to read) refused by name."""
+    args = [stores["a"], "def add(a, b):", "--raw", "--max-tokens", "24", "--no-eos", "--drafts", "2"]
+    cache = run_cli(*args, "--backend", "cpu")
+    mapped = run_cli(*args, "--backend", "cpu", "--pool-gb", "mapped")
+    assert mapped.stdout == cache.stdout
+    stats = memory_stats_of(mapped.stderr)
+    assert stats["expert_pool_bytes"] == 0 and stats["experts_read_bytes"] > 0
+    assert "expert_hit_rate" not in stats
+    ids = ",".join(str(i) for i in range(1, 30))
+    logits = {pool: np.array(json.loads(run_cli("logits", stores["a"], "--tokens", ids, "--full", "--json",
+                                                "--backend", "cpu", "--pool-gb", pool).stdout)["logits"])
+              for pool in ("adaptive", "mapped")}
+    assert np.array_equal(logits["adaptive"], logits["mapped"])
+    result = run_cli(stores["c"], "hi", "--backend", "cpu", "--pool-gb", "mapped", "--miss-experts", "2", check=False)
+    assert result.returncode == 1 and "--miss-experts 2 needs the expert cache" in result.stderr
+    cuda = run_cli(*args, "--backend", "cuda", "--host-pool-gb", "mapped", check=False)
+    if cuda.returncode == 0:
+        assert cuda.stdout == cache.stdout
+    else:
+        assert "no CUDA device" in cuda.stderr or "built without CUDA" in cuda.stderr
+
+
 def test_bench_measures_sampled_decoding(run_cli, stores):
     args = ["bench", stores["a"], "--prompt-tokens", "8", "--gen-tokens", "6", "--repeat", "1", "--json"]
     report = json.loads(run_cli(*args, "--temperature", "0.8", "--top-p", "0.9").stdout)
