@@ -9,13 +9,15 @@
 #    sampled   the same, decoding with --temperature 0.8 --top-p 0.95 (selection on the device);
 #    streaming --pool-gb POOL_GB (16), experts.bin evicted from the page cache, O_DIRECT reads;
 #    ram tier  --pool-gb POOL_GB --buffered-io with experts.bin in the page cache;
+#    ram mapped --pool-gb POOL_GB --host-pool-gb mapped: experts.bin (in the page cache) mapped,
+#              page-locked, and the device pool's misses copied straight from it;
 # 4. a table: prefill / decode tok/s, device hit rate, expert bytes read from the store per decode
 #    token, the read rate that implies against the disk's, and the disk-bound decode rate;
 # 5. the resident expert GEMV's share of HBM bandwidth (bench/gemv_cuda_bench --experts, Q4, 1-4
 #    rows), when that bench sits beside the binary (.gpu/bin) or in its build tree (bench/).
 # Environment: CHERENKOV_BIN (build/cherenkov), LAYERS, POOL_GB, PROMPT_TOKENS (64), GEN_TOKENS
 # (32), KEEP=1 keeps the store, BACKEND (cuda; cpu runs the same steps without a GPU, to check
-# the script).
+# the script), REGIMES (default "resident sampled streaming ram_tier ram_mapped": the ones to run).
 set -euo pipefail
 root=${1:-/tmp/cherenkov-cuda-bench}
 bin=${CHERENKOV_BIN:-build/cherenkov}
@@ -40,16 +42,22 @@ bench() {  # NAME REPEAT FLAGS...
         --gen-tokens "$gen_tokens" --repeat "$repeat" --json "$@" >"$root/$name.json" \
         2>"$root/$name.log"
 }
-bench resident 2 --pool-gb max
-bench sampled 2 --pool-gb max --temperature 0.8 --top-p 0.95
-python3 "$here/disk_bandwidth.py" "$root/store" --evict >/dev/null
-bench streaming 2 --pool-gb "$pool"
+regimes=${REGIMES:-resident sampled streaming ram_tier ram_mapped}
+wants() { [[ " $regimes " == *" $1 "* ]]; }
+if wants resident; then bench resident 2 --pool-gb max; fi
+if wants sampled; then bench sampled 2 --pool-gb max --temperature 0.8 --top-p 0.95; fi
+if wants streaming; then
+    python3 "$here/disk_bandwidth.py" "$root/store" --evict >/dev/null
+    bench streaming 2 --pool-gb "$pool"
+fi
 cat "$root/store/experts.bin" >/dev/null  # into the page cache
-bench ram_tier 2 --pool-gb "$pool" --buffered-io
+if wants ram_tier; then bench ram_tier 2 --pool-gb "$pool" --buffered-io; fi
+if wants ram_mapped; then bench ram_mapped 2 --pool-gb "$pool" --host-pool-gb mapped; fi
 
-python3 - "$root" <<'PY'
+python3 - "$root" "$regimes" <<'PY'
 import json, os, sys
 root = sys.argv[1]
+regimes = sys.argv[2].split()
 disk = json.load(open(os.path.join(root, "disk.json")))
 manifest = json.load(open(os.path.join(root, "store", "manifest.json")))
 e = manifest["experts"]
@@ -61,7 +69,7 @@ head = ("regime", "run", "prefill tok/s", "decode tok/s", "device hit rate", "de
         "decode read MB/s", "disk-bound tok/s", "decode / disk-bound")
 print("| " + " | ".join(head) + " |")
 print("|" + "|".join("---" for _ in head) + "|")
-for name in ("resident", "sampled", "streaming", "ram_tier"):
+for name in regimes:
     report = json.load(open(os.path.join(root, name + ".json")))
     device = report["memory"].get("device") or {}
     hit = device.get("device_expert_hit_rate", float("nan"))
