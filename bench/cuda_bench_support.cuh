@@ -1,6 +1,7 @@
 // What the CUDA micro-benchmarks share: a CHECK that exits with the failing call, random fills
-// on the device (words; BF16 values 2^-7·[1, 2) of random sign for scales, biases and x), and
-// CUDA-graph capture with event timing (median replay).
+// on the device (words; BF16 values 2^-7·[1, 2) of random sign for scales, biases and x),
+// CUDA-graph capture with event timing (median replay), the launch-overlap calls and the
+// read-only kernel.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -42,6 +43,31 @@ __global__ void fill_bf16_kernel(uint16_t* data, size_t n, uint64_t seed) {
         const auto sign = static_cast<uint16_t>(((z >> 8) & 1) << 15);
         data[i] = static_cast<uint16_t>(sign | (120 << 7) | mantissa);
     }
+}
+
+// Launch overlap from the kernel's side (programmatic dependent launch, sm_90): wait for the
+// previous kernel in the stream before touching what it wrote; let the next one start.
+__device__ __forceinline__ void wait_previous() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void allow_next() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Reads n uint4 with 16-byte loads (evict-first, as the GEMVs read weights); the xor keeps the
+// loads alive. The read-only ceiling the GEMV benches compare against.
+__global__ void read_kernel(const uint4* data, size_t n, unsigned* sink) {
+    unsigned acc = 0;
+    for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += size_t{gridDim.x} * blockDim.x) {
+        const uint4 v = __ldcs(data + i);
+        acc ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+    if (acc == 0x12345678U) *sink = acc;
 }
 
 inline void fill_random(void* data, size_t bytes, uint64_t seed) {

@@ -29,10 +29,13 @@
 
 namespace {
 
+using cherenkov::bench::allow_next;
 using cherenkov::bench::capture;
 using cherenkov::bench::fill_bf16;
 using cherenkov::bench::fill_random;
+using cherenkov::bench::read_kernel;
 using cherenkov::bench::time_graph;
+using cherenkov::bench::wait_previous;
 
 constexpr int kHidden = 2560;
 constexpr int kInter = 640;
@@ -57,13 +60,6 @@ struct Expert {
 struct XGroup {
     uint2 b[2][3][4];
 };
-
-__device__ __forceinline__ void wait_previous() {
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-}
-__device__ __forceinline__ void allow_next() {
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-}
 
 __device__ __forceinline__ float bf16(uint32_t bits) {
     return __uint_as_float(bits << 16);
@@ -323,16 +319,6 @@ void launch(Kernel kernel, dim3 grid, dim3 block, cudaStream_t stream, Args... a
     config.attrs = &attribute;
     config.numAttrs = 1;
     CHECK(cudaLaunchKernelEx(&config, kernel, args...));
-}
-
-__global__ void read_kernel(const uint4* data, size_t n, unsigned* sink) {
-    unsigned acc = 0;
-    for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += size_t{gridDim.x} * blockDim.x) {
-        const uint4 v = __ldcs(data + i);
-        acc ^= v.x ^ v.y ^ v.z ^ v.w;
-    }
-    if (acc == 0x12345678U) *sink = acc;
 }
 
 // Matrix bytes: codes, then bf16 scales and biases, 256-byte aligned pieces.

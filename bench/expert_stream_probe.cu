@@ -22,9 +22,11 @@
 
 namespace {
 
+using cherenkov::bench::allow_next;
 using cherenkov::bench::capture;
 using cherenkov::bench::fill_random;
 using cherenkov::bench::time_graph;
+using cherenkov::bench::wait_previous;
 
 constexpr int kThreads = 256;
 constexpr int kLayers = 48;
@@ -41,13 +43,6 @@ struct Tile {
     int param_bytes;  // bytes of each parameter array in this tile
     int pad;
 };
-
-__device__ __forceinline__ void wait_previous() {
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-}
-__device__ __forceinline__ void allow_next() {
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-}
 
 __device__ __forceinline__ uint4 load_stream(const void* p) {
     uint4 v;

@@ -26,6 +26,7 @@ namespace {
 using cherenkov::bench::capture;
 using cherenkov::bench::fill_bf16;
 using cherenkov::bench::fill_random;
+using cherenkov::bench::read_kernel;
 using cherenkov::bench::time_graph;
 
 using cherenkov::engine::cuda::DeviceAffineMatrix;
@@ -72,18 +73,6 @@ void fill_pool(uint8_t* pool, const Layout& l, int copies, uint64_t seed) {
                   2 * l.param_count, seed + c);
     }
     CHECK(cudaDeviceSynchronize());
-}
-
-// Reads n uint4 with 16-byte loads (evict-first, as the GEMV reads weights); the xor keeps the
-// loads alive. The read-only ceiling beside the copy ceiling.
-__global__ void read_kernel(const uint4* data, size_t n, unsigned* sink) {
-    unsigned acc = 0;
-    for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += size_t{gridDim.x} * blockDim.x) {
-        const uint4 v = __ldcs(data + i);
-        acc ^= v.x ^ v.y ^ v.z ^ v.w;
-    }
-    if (acc == 0x12345678U) *sink = acc;
 }
 
 double read_bandwidth(cudaStream_t stream) {
