@@ -10,6 +10,7 @@
 
 #include "base/error.h"
 #include "base/file.h"
+#include "engine/experts/in_order_batch.h"
 
 namespace cherenkov::engine {
 namespace {
@@ -28,24 +29,19 @@ AlignedBuffer allocate_aligned(uint64_t n_bytes) {
     return AlignedBuffer(static_cast<std::byte*>(p));
 }
 
-// Reads every record at fetch time, then delivers them in request order.
-class DirectBatch final : public ExpertBatch {
+// Reads every record at fetch time and owns them; delivers them in request order.
+class DirectBatch final : public InOrderBatch {
 public:
     DirectBatch(std::vector<AlignedBuffer> records, const store::ExpertLayout& layout)
-        : records_(std::move(records)), layout_(layout) {}
-
-    bool next(size_t* request_index, ExpertWeights* weights) override {
-        if (next_ >= records_.size()) return false;
-        *request_index = next_;
-        *weights = expert_weights_in_record(records_[next_].get(), layout_);
-        ++next_;
-        return true;
-    }
+        : InOrderBatch(views_of(records), layout), records_(std::move(records)) {}
 
 private:
+    static std::vector<const std::byte*> views_of(const std::vector<AlignedBuffer>& records) {
+        std::vector<const std::byte*> views;
+        for (const AlignedBuffer& r : records) views.push_back(r.get());
+        return views;
+    }
     std::vector<AlignedBuffer> records_;
-    const store::ExpertLayout& layout_;
-    size_t next_ = 0;
 };
 
 }  // namespace

@@ -5,31 +5,9 @@
 #include <vector>
 
 #include "base/error.h"
+#include "engine/experts/in_order_batch.h"
 
 namespace cherenkov::engine {
-namespace {
-
-// Delivers views of the requested records, in request order.
-class MappedBatch final : public ExpertBatch {
-public:
-    MappedBatch(std::vector<const std::byte*> records, const store::ExpertLayout& layout)
-        : records_(std::move(records)), layout_(layout) {}
-
-    bool next(size_t* request_index, ExpertWeights* weights) override {
-        if (next_ >= records_.size()) return false;
-        *request_index = next_;
-        *weights = expert_weights_in_record(records_[next_], layout_);
-        ++next_;
-        return true;
-    }
-
-private:
-    std::vector<const std::byte*> records_;
-    const store::ExpertLayout& layout_;
-    size_t next_ = 0;
-};
-
-}  // namespace
 
 MappedExpertTable::MappedExpertTable(const std::string& experts_path,
                                      const store::ExpertLayout& layout)
@@ -66,7 +44,7 @@ std::unique_ptr<ExpertBatch> MappedExpertTable::fetch(int64_t layer,
     }
     bytes_served_ += records.size() * layout_.record_bytes;
     records_served_ += records.size();
-    return std::make_unique<MappedBatch>(std::move(records), layout_);
+    return std::make_unique<InOrderBatch>(std::move(records), layout_);
 }
 
 }  // namespace cherenkov::engine
