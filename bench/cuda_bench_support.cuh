@@ -1,7 +1,7 @@
 // What the CUDA micro-benchmarks share: a CHECK that exits with the failing call, random fills
 // on the device (words; BF16 values 2^-7·[1, 2) of random sign for scales, biases and x),
-// CUDA-graph capture with event timing (median replay), the launch-overlap calls and the
-// read-only kernel.
+// CUDA-graph capture with event timing (median replay), and the read-only kernel. The probes'
+// launch-overlap calls are the engine's (engine/cuda/dependent_launch.cuh).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
+
+#include "engine/cuda/dependent_launch.cuh"  // the launch-overlap calls the probes use
 
 #define CHECK(call)                                                           \
     do {                                                                      \
@@ -43,19 +45,6 @@ __global__ void fill_bf16_kernel(uint16_t* data, size_t n, uint64_t seed) {
         const auto sign = static_cast<uint16_t>(((z >> 8) & 1) << 15);
         data[i] = static_cast<uint16_t>(sign | (120 << 7) | mantissa);
     }
-}
-
-// Launch overlap from the kernel's side (programmatic dependent launch, sm_90): wait for the
-// previous kernel in the stream before touching what it wrote; let the next one start.
-__device__ __forceinline__ void wait_previous() {
-#if __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void allow_next() {
-#if __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
 }
 
 // Reads n uint4 with 16-byte loads (evict-first, as the GEMVs read weights); the xor keeps the

@@ -29,13 +29,13 @@
 
 namespace {
 
-using cherenkov::bench::allow_next;
 using cherenkov::bench::capture;
 using cherenkov::bench::fill_bf16;
 using cherenkov::bench::fill_random;
 using cherenkov::bench::read_kernel;
 using cherenkov::bench::time_graph;
-using cherenkov::bench::wait_previous;
+using cherenkov::engine::cuda::allow_next_kernel;
+using cherenkov::engine::cuda::wait_for_previous_kernel;
 
 constexpr int kHidden = 2560;
 constexpr int kInter = 640;
@@ -117,8 +117,8 @@ __device__ __forceinline__ void quantize_group(float v0, float v1, int lane, XGr
 
 // One warp per group of x.
 __global__ void quantize_kernel(const float* x, XGroup* groups, float2* factors) {
-    wait_previous();
-    allow_next();
+    wait_for_previous_kernel();
+    allow_next_kernel();
     const int lane = static_cast<int>(threadIdx.x % 32);
     const int g = static_cast<int>(blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32);
     if (g >= kHiddenGroups) return;
@@ -200,8 +200,8 @@ __global__ void __launch_bounds__(256)
     const int p4 = row * kHiddenGroups + g0 + 4;
     const uint32_t gs4 = ex.gate.scales[p4], gb4 = ex.gate.biases[p4];
     const uint32_t us4 = ex.up.scales[p4], ub4 = ex.up.biases[p4];
-    wait_previous();  // Q's digits
-    allow_next();
+    wait_for_previous_kernel();  // Q's digits
+    allow_next_kernel();
     RowAcc acc;
     const int quad = lane & ~3;
 #pragma unroll
@@ -255,8 +255,8 @@ __global__ void __launch_bounds__(256)
     const int p4 = row0 * kInterGroups + g0 + 4, q4 = p4 + 8 * kInterGroups;
     const uint32_t s04 = ex.down.scales[p4], b04 = ex.down.biases[p4];
     const uint32_t s14 = ex.down.scales[q4], b14 = ex.down.biases[q4];
-    wait_previous();  // gate/up's h
-    allow_next();
+    wait_for_previous_kernel();  // gate/up's h
+    allow_next_kernel();
     __shared__ XGroup hg[kInterGroups];
     __shared__ float2 hf[kInterGroups];
     for (int q = warp; q < kInterGroups; q += kWarps) {
@@ -294,8 +294,8 @@ __global__ void __launch_bounds__(256)
 }
 
 __global__ void combine_kernel(const float* parts, float* y) {
-    wait_previous();
-    allow_next();
+    wait_for_previous_kernel();
+    allow_next_kernel();
     const int d = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
     if (d >= kHidden) return;
     float v[kActive];

@@ -22,11 +22,11 @@
 
 namespace {
 
-using cherenkov::bench::allow_next;
 using cherenkov::bench::capture;
 using cherenkov::bench::fill_random;
 using cherenkov::bench::time_graph;
-using cherenkov::bench::wait_previous;
+using cherenkov::engine::cuda::allow_next_kernel;
+using cherenkov::engine::cuda::wait_for_previous_kernel;
 
 constexpr int kThreads = 256;
 constexpr int kLayers = 48;
@@ -62,8 +62,8 @@ __device__ __forceinline__ void sink(uint32_t acc, uint32_t* out) {
 
 // ---- regs: one block per tile ----
 __global__ void __launch_bounds__(kThreads) regs_kernel(const Tile* tiles, uint32_t* out) {
-    wait_previous();
-    allow_next();
+    wait_for_previous_kernel();
+    allow_next_kernel();
     const Tile t = tiles[blockIdx.x];
     const int code_vecs = t.rows * t.row_bytes / 16;
     const int param_vecs = t.param_bytes / 16;
@@ -152,8 +152,8 @@ template <int S>
 __global__ void __launch_bounds__(kThreads)
     async_kernel(const Tile* tiles, int n_tiles, uint32_t* out) {
     extern __shared__ __align__(128) uint8_t smem[];
-    wait_previous();
-    allow_next();
+    wait_for_previous_kernel();
+    allow_next_kernel();
     const int stride = static_cast<int>(gridDim.x);
     const int first = static_cast<int>(blockIdx.x);
     const int mine = first < n_tiles ? (n_tiles - first + stride - 1) / stride : 0;
@@ -205,8 +205,8 @@ __global__ void __launch_bounds__(kThreads)
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncthreads();
-    wait_previous();
-    allow_next();
+    wait_for_previous_kernel();
+    allow_next_kernel();
     const int stride = static_cast<int>(gridDim.x);
     const int first = static_cast<int>(blockIdx.x);
     const int mine = first < n_tiles ? (n_tiles - first + stride - 1) / stride : 0;
