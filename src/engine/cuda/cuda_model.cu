@@ -10,7 +10,9 @@
 #include <cmath>
 #include <compare>
 #include <cstdlib>
+#include <cstring>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -186,6 +188,10 @@ public:
         return s;
     }
     const LayerPlan& plan(size_t layer) const { return trunk_plan_[layer]; }
+    // What a captured step bakes in of this sequence.
+    const void* caches() const { return caches_.data(); }
+    const void* snapshots() const { return snapshots_.data(); }
+    int64_t snapshot_rows() const { return snapshot_rows_; }
 
     std::vector<DeviceLayerState> layers;
     std::vector<DeviceLayerState> mtp_layers;
@@ -247,6 +253,27 @@ LayerPlan plan_layer(const q4::Config& c, const LayerWeights& w, int64_t capacit
     return p;
 }
 
+// A call's position and token ids, uploaded together as [position][tokens as int32 ...]: the
+// position for the QSA kernels (DeviceContext::position), the ids for the embedding.
+class StepInputs {
+public:
+    StepInputs(int64_t position, std::span<const int32_t> tokens, cudaStream_t stream)
+        : words_(1 + (tokens.size() + 1) / 2, stream) {
+        std::vector<int64_t> host(words_.size(), 0);
+        host[0] = position;
+        std::memcpy(host.data() + 1, tokens.data(), tokens.size_bytes());
+        // From pageable memory: the call returns once `host` has been staged.
+        CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(words_.data(), host.data(),
+                                             host.size() * sizeof(int64_t), cudaMemcpyHostToDevice,
+                                             stream));
+    }
+    const int64_t* position() const { return words_.data(); }
+    const int32_t* tokens() const { return reinterpret_cast<const int32_t*>(words_.data() + 1); }
+
+private:
+    DeviceScratch<int64_t> words_;
+};
+
 DeviceSequence& device_state(SequenceState& state) {
     auto* d = dynamic_cast<DeviceSequence*>(state.backend.get());
     if (d == nullptr) throw_internal("a sequence state made by another backend was given to cuda");
@@ -296,6 +323,22 @@ private:
               const float* x, int64_t n_rows, ForwardTrace* trace, const char* trace_name,
               const TokenSelection* select, std::vector<float>& logits,
               std::vector<int32_t>& tokens);
+    // head() in three parts, so that a captured decode step holds the head's kernels: the
+    // buffers (and the upload of the choices) before the step, the launches inside it, the
+    // read-back after it.
+    struct HeadBuffers {
+        HeadBuffers(int64_t n_rows, int64_t vocab, const TokenSelection* select,
+                    cudaStream_t stream);
+        DeviceScratch<float> logits;
+        DeviceScratch<TokenChoice> choices;  // empty without a selection
+        DeviceScratch<int32_t> tokens;
+        int64_t n_rows;
+        int64_t vocab;
+    };
+    void head_launch(const DeviceHyperConnectionWeights& mixer, const DeviceLinear& lm_head,
+                     const float* x, ForwardTrace* trace, const char* trace_name, HeadBuffers& out);
+    void head_collect(const TokenSelection* select, const HeadBuffers& out,
+                      std::vector<float>& logits, std::vector<int32_t>& tokens);
     MtpResult mtp_rows(SequenceState& state, const float* residuals,
                        std::span<const int32_t> tokens, int64_t first_position, int64_t step,
                        bool all_logits, ForwardTrace* trace, const TokenSelection* select);
@@ -314,10 +357,16 @@ private:
         const void* layer;
         int64_t n_rows;
         const void* x;
+        const void* position;
         const void* recurrent;
         const void* conv;
         const void* recurrent_snapshots;
         const void* conv_snapshots;
+        const void* ple_rows;
+        const void* ple_conv;
+        const void* ple_snapshots;
+        const void* attention;  // the QSA cache (its keys)
+        QsaLaunchShape qsa;
         const void* staging;
         const void* arena;
         uint64_t arena_generation;
@@ -325,8 +374,42 @@ private:
         auto operator<=>(const SegmentKey&) const = default;
     };
     static constexpr size_t kMaxGraphs = 4096;
+    // Returns whether `body` ran (false: the graph was replayed).
     template <typename Body>
-    void run_segment(const SegmentKey& key, Body&& body);
+    bool run_segment(const SegmentKey& key, Body&& body);
+    // Replays the graph captured for `key`, or runs `body` (the first time a key is seen) or
+    // captures it (the second time) and launches that. Returns whether `body` ran.
+    template <typename Key, typename Body>
+    bool run_graph(std::map<Key, cudaGraphExec_t>& graphs, std::map<Key, int>& seen,
+                   size_t max_graphs, const Key& key, Body&& body, uint64_t& captures,
+                   uint64_t& launches);
+
+    // A whole decode step as one graph, when every layer is routed on the device: from the
+    // embedding to the token selection. What varies from step to step is device data (the
+    // position, the tokens, the n-gram rows, the choices, uploaded before the launch); the key
+    // holds what the launches bake in.
+    struct StepKey {
+        int64_t n_rows;
+        bool all_logits;
+        bool select;
+        bool snapshot_rows;
+        const void* caches;     // the sequence's layer caches
+        const void* snapshots;  // and its verification snapshots
+        int64_t snapshot_capacity;
+        const void* call_arena;
+        uint64_t call_generation;
+        const void* layer_arena;
+        uint64_t layer_generation;
+        QsaLaunchShape qsa;
+        auto operator<=>(const StepKey&) const = default;
+    };
+    static constexpr size_t kMaxStepGraphs = 64;
+    bool step_graph_possible(const ForwardOptions& options, int64_t n_rows);
+    template <typename Step>
+    void run_step_graph(DeviceSequence& dev, int64_t position, int64_t n_rows,
+                        const ForwardOptions& options, Step&& step);
+    // After a step routed wholly on the device: one release event for every layer's slots.
+    void release_step_layers();
     void clear_graphs();
     // Grows an arena a call overflowed (between calls: nothing of it is alive then).
     void grow_arenas();
@@ -354,12 +437,18 @@ private:
     DeviceArena call_arena_;   // a call's temporaries outside the layers
     DeviceArena layer_arena_;  // one layer's temporaries, reset per layer
     bool graphs_enabled_ = true;
+    bool step_graphs_enabled_ = true;
     bool device_routing_ = true;  // CHERENKOV_DEVICE_ROUTING=0: every layer routed by the host
     std::unique_ptr<SideStreams> side_;  // null with CHERENKOV_CUDA_STREAMS=0
     std::map<SegmentKey, cudaGraphExec_t> graphs_;
     std::map<SegmentKey, int> seen_;
     uint64_t graph_captures_ = 0;
     uint64_t graph_launches_ = 0;
+    std::map<StepKey, cudaGraphExec_t> step_graphs_;
+    std::map<StepKey, int> step_seen_;
+    uint64_t step_graph_captures_ = 0;
+    uint64_t step_graph_launches_ = 0;
+    bool in_step_graph_ = false;  // inside a whole-step body: layers queue kernels only
     DecodePhases decode_phases_;
     uint64_t device_routed_calls_ = 0;  // MoE layer calls routed on the device
 };
@@ -402,6 +491,8 @@ CudaModel::CudaModel(const ModelWeights& weights, ExpertSource& experts,
     }
     device_ = upload_model_weights(weights);
     graphs_enabled_ = !switched_off("CHERENKOV_CUDA_GRAPHS");
+    // CHERENKOV_CUDA_STEP_GRAPHS=0 keeps the per-layer graphs only, for A/B runs.
+    step_graphs_enabled_ = graphs_enabled_ && !switched_off("CHERENKOV_CUDA_STEP_GRAPHS");
     device_routing_ = !switched_off("CHERENKOV_DEVICE_ROUTING");
     if (!switched_off("CHERENKOV_CUDA_STREAMS")) side_ = std::make_unique<SideStreams>();
 
@@ -556,7 +647,6 @@ void CudaModel::decoder_layer(const DeviceLayerWeights& w, const DeviceLayerWeig
     // A decode call's layer times the host's phases if it is routed on the host (moe_finish).
     ctx.phases = n_rows <= kMaxGemvRows && ctx.trace == nullptr ? &decode_phases_ : nullptr;
     if (ctx.phases != nullptr) decode_phases_.layer_start = DecodePhases::Clock::now();
-    if (w.ple) ple_forward(*w.ple, state.ple, ple_embedding, x, n_rows, ctx);
 
     DeviceScratch<float> mix(static_cast<size_t>(n_rows * h), stream_);
     DeviceScratch<float> inject(static_cast<size_t>(n_rows * n_streams), stream_);
@@ -568,6 +658,7 @@ void CudaModel::decoder_layer(const DeviceLayerWeights& w, const DeviceLayerWeig
     // Everything up to the routing read-back (or the whole layer, routed on the device): no host
     // decision depends on data in between.
     const auto front = [&] {
+        if (w.ple) ple_forward(*w.ple, state.ple, ple_embedding, x, n_rows, ctx);
         hyper_connection_mix(w.attn_hc, x, n_rows, ctx, mix.data(), inject.data());
         ctx.record("attn_hc.mix", mix.data(), n_rows * h);
         ctx.record("attn_hc.inject", inject.data(), n_rows * n_streams);
@@ -591,30 +682,49 @@ void CudaModel::decoder_layer(const DeviceLayerWeights& w, const DeviceLayerWeig
             moe_route(w.moe, next_moe, mix.data(), n_rows, ctx);
         }
     };
-    // Decode steps of GDN layers replay that front as one CUDA graph: its kernels' arguments are
-    // the same every step (QSA kernels take the position; PLE copies host rows; traces read back).
-    const bool graph = graphs_enabled_ && w.gdn && !w.ple && ctx.trace == nullptr &&
+    // Decode calls replay that front as one CUDA graph: its kernels' arguments are the same every
+    // step but for what the key holds (a QSA layer's launch shape changes with the position,
+    // which its kernels read on the device); traces read back. A step routed wholly on the device
+    // is one graph instead (run_step_graph).
+    const bool graph = !in_step_graph_ && graphs_enabled_ && ctx.trace == nullptr &&
                        n_rows <= kMaxGemvRows && !layer_arena_.overflowed();
     if (graph) {
         const SegmentKey key{&w,
                              n_rows,
                              x,
+                             ctx.position,
                              state.gdn.recurrent,
                              state.gdn.conv,
                              ctx.gdn_recurrent_snapshots,
                              ctx.gdn_conv_snapshots,
+                             w.ple ? ple_embedding : nullptr,
+                             state.ple.conv,
+                             w.ple ? ctx.ple_conv_snapshots : nullptr,
+                             state.attention.keys,
+                             w.qsa ? qsa_launch_shape(c, w.qsa->has_indexer, first_position, n_rows)
+                                   : QsaLaunchShape{},
                              pool_->host_staging(0),
                              layer_arena_.base(),
                              layer_arena_.generation(),
                              on_device};
-        run_segment(key, front);
+        const bool ran = run_segment(key, front);
+        // A replay: the host side of what the QSA call would have done.
+        if (!ran && w.qsa) {
+            sparse_attention_advance(state.attention, n_rows,
+                                     c.indexer ? c.indexer->compress_ratio : 0);
+        }
     } else {
         front();
     }
     if (on_device != nullptr) {
-        pool_->release_layer(w.moe.table_layer);
-        ++device_routed_calls_;
+        // Inside a whole-step graph the step releases every layer after its launch.
+        if (!in_step_graph_) {
+            pool_->release_layer(w.moe.table_layer);
+            ++device_routed_calls_;
+        }
     } else {
+        CHERENKOV_ASSERT(!in_step_graph_,
+                         "a whole-step graph has every layer routed on the device");
         moe_finish(w.moe, next_moe, mix.data(), n_rows, y.data(), ctx,
                    ResidualUpdate{x, inject.data(), n_streams});
     }
@@ -622,19 +732,29 @@ void CudaModel::decoder_layer(const DeviceLayerWeights& w, const DeviceLayerWeig
 }
 
 template <typename Body>
-void CudaModel::run_segment(const SegmentKey& key, Body&& body) {
-    if (const auto it = graphs_.find(key); it != graphs_.end()) {
+bool CudaModel::run_segment(const SegmentKey& key, Body&& body) {
+    return run_graph(graphs_, seen_, kMaxGraphs, key, body, graph_captures_, graph_launches_);
+}
+
+template <typename Key, typename Body>
+bool CudaModel::run_graph(std::map<Key, cudaGraphExec_t>& graphs, std::map<Key, int>& seen,
+                          size_t max_graphs, const Key& key, Body&& body, uint64_t& captures,
+                          uint64_t& launches) {
+    if (const auto it = graphs.find(key); it != graphs.end()) {
         CHERENKOV_CUDA_CHECK(cudaGraphLaunch(it->second, stream_));
-        ++graph_launches_;
-        return;
+        ++launches;
+        return false;
     }
     // Capture on the second sighting: the first run also grows whatever it needs (staging,
     // arenas), which capture could not do.
-    if (++seen_[key] < 2) {
+    if (++seen[key] < 2) {
         body();
-        return;
+        return true;
     }
-    if (graphs_.size() >= kMaxGraphs) clear_graphs();
+    if (graphs.size() >= max_graphs) {
+        for (auto& [k, exec] : graphs) cudaGraphExecDestroy(exec);
+        graphs.clear();
+    }
     cudaGraph_t graph = nullptr;
     CHERENKOV_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
     try {
@@ -649,15 +769,18 @@ void CudaModel::run_segment(const SegmentKey& key, Body&& body) {
     const cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
     cudaGraphDestroy(graph);
     CHERENKOV_CUDA_CHECK(status);
-    graphs_.emplace(key, exec);
-    ++graph_captures_;
+    graphs.emplace(key, exec);
+    ++captures;
     CHERENKOV_CUDA_CHECK(cudaGraphLaunch(exec, stream_));
-    ++graph_launches_;
+    ++launches;
+    return true;
 }
 
 void CudaModel::clear_graphs() {
     for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
     graphs_.clear();
+    for (auto& [key, exec] : step_graphs_) cudaGraphExecDestroy(exec);
+    step_graphs_.clear();
     seen_.clear();
 }
 
@@ -672,39 +795,51 @@ void CudaModel::grow_arenas() {
     if (grown) clear_graphs();
 }
 
-void CudaModel::head(const DeviceHyperConnectionWeights& mixer, const DeviceLinear& lm_head,
-                     const float* x, int64_t n_rows, ForwardTrace* trace, const char* trace_name,
-                     const TokenSelection* select, std::vector<float>& logits,
-                     std::vector<int32_t>& tokens) {
+CudaModel::HeadBuffers::HeadBuffers(int64_t n_rows, int64_t vocab, const TokenSelection* select,
+                                    cudaStream_t stream)
+    : logits(static_cast<size_t>(n_rows * vocab), stream),
+      choices(select != nullptr ? static_cast<size_t>(n_rows) : 0, stream),
+      tokens(select != nullptr ? static_cast<size_t>(n_rows) : 0, stream),
+      n_rows(n_rows),
+      vocab(vocab) {
+    // From pageable memory: the call returns once the choices are staged.
+    if (select != nullptr) {
+        CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(choices.data(), select->rows.data(),
+                                             static_cast<size_t>(n_rows) * sizeof(TokenChoice),
+                                             cudaMemcpyHostToDevice, stream));
+    }
+}
+
+void CudaModel::head_launch(const DeviceHyperConnectionWeights& mixer, const DeviceLinear& lm_head,
+                            const float* x, ForwardTrace* trace, const char* trace_name,
+                            HeadBuffers& out) {
     const int64_t h = weights_.config.hidden_size;
+    const int64_t n_rows = out.n_rows;
     DeviceContext ctx = context(trace, "");
     --trace_step_;  // the head is part of the call that asked for it
     DeviceScratch<float> mix(static_cast<size_t>(n_rows * h), stream_);
     hyper_connection_mix(mixer, x, n_rows, ctx, mix.data(), nullptr);
     ctx.record(trace_name, mix.data(), n_rows * h);
-    const int64_t vocab = weights_.config.vocab_size;
-    DeviceScratch<float> d_logits(static_cast<size_t>(n_rows * vocab), stream_);
-    linear_apply(lm_head, mix.data(), n_rows, d_logits.data(), stream_);
+    linear_apply(lm_head, mix.data(), n_rows, out.logits.data(), stream_);
+    if (out.tokens.size() == 0) return;
+    // With the selection scratch every row's largest key is found over many blocks (greedy rows
+    // too: one block per row took ~10 µs at vocab 32768).
+    DeviceScratch<uint64_t> scratch(
+        static_cast<size_t>(n_rows * token_select_scratch_words(out.vocab)), stream_);
+    token_select(out.logits.data(), n_rows, out.vocab, out.choices.data(), scratch.data(),
+                 out.tokens.data(), stream_);
+}
+
+void CudaModel::head_collect(const TokenSelection* select, const HeadBuffers& out,
+                             std::vector<float>& logits, std::vector<int32_t>& tokens) {
+    const int64_t vocab = out.vocab;
     if (select == nullptr || select->keep_logits) {
-        logits.resize(static_cast<size_t>(n_rows * vocab));
-        download(logits.data(), d_logits.data(), n_rows * vocab);
+        logits.resize(static_cast<size_t>(out.n_rows * vocab));
+        download(logits.data(), out.logits.data(), out.n_rows * vocab);
     }
     if (select == nullptr) return;
-
-    // The choices go up (from pageable memory: the call returns once they are consumed), the ids
-    // come back. With the selection scratch every row's largest key is found over many blocks
-    // (greedy rows too: one block per row took ~10 µs at vocab 32768).
-    DeviceScratch<TokenChoice> d_choices(static_cast<size_t>(n_rows), stream_);
-    CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(d_choices.data(), select->rows.data(),
-                                         static_cast<size_t>(n_rows) * sizeof(TokenChoice),
-                                         cudaMemcpyHostToDevice, stream_));
-    DeviceScratch<uint64_t> scratch(static_cast<size_t>(n_rows * token_select_scratch_words(vocab)),
-                                    stream_);
-    DeviceScratch<int32_t> d_tokens(static_cast<size_t>(n_rows), stream_);
-    token_select(d_logits.data(), n_rows, vocab, d_choices.data(), scratch.data(), d_tokens.data(),
-                 stream_);
-    tokens.resize(static_cast<size_t>(n_rows));
-    CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(tokens.data(), d_tokens.data(),
+    tokens.resize(static_cast<size_t>(out.n_rows));
+    CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(tokens.data(), out.tokens.data(),
                                          tokens.size() * sizeof(int32_t), cudaMemcpyDeviceToHost,
                                          stream_));
     CHERENKOV_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -713,6 +848,15 @@ void CudaModel::head(const DeviceHyperConnectionWeights& mixer, const DeviceLine
             throw_internal("token_select returned token " + std::to_string(token));
         }
     }
+}
+
+void CudaModel::head(const DeviceHyperConnectionWeights& mixer, const DeviceLinear& lm_head,
+                     const float* x, int64_t n_rows, ForwardTrace* trace, const char* trace_name,
+                     const TokenSelection* select, std::vector<float>& logits,
+                     std::vector<int32_t>& tokens) {
+    HeadBuffers out(n_rows, weights_.config.vocab_size, select, stream_);
+    head_launch(mixer, lm_head, x, trace, trace_name, out);
+    head_collect(select, out, logits, tokens);
 }
 
 ForwardResult CudaModel::forward(SequenceState& state, std::span<const int32_t> tokens,
@@ -772,14 +916,11 @@ ForwardResult CudaModel::forward_in_arena(SequenceState& state, std::span<const 
                                              stream_));
     }
 
-    DeviceScratch<int32_t> d_tokens(static_cast<size_t>(n_rows), stream_);
-    CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(d_tokens.data(), tokens.data(),
-                                         tokens.size() * sizeof(int32_t), cudaMemcpyHostToDevice,
-                                         stream_));
+    // The step's variable inputs in one upload: the position (QSA kernels read it on the device)
+    // and the token ids.
+    StepInputs inputs(state.position, tokens, stream_);
     DeviceScratch<float> x(static_cast<size_t>(n_rows * width), stream_);
     DeviceScratch<float> embedded(static_cast<size_t>(n_rows * h), stream_);
-    launch_dependent(embed_kernel, dim3(static_cast<unsigned>(n_rows)), dim3(256), 0, stream_,
-                     device_->embed, d_tokens.data(), c.hc_count, x.data(), embedded.data());
 
     if (options.snapshot_rows) {
         dev.reserve_snapshots(n_rows);
@@ -790,21 +931,37 @@ ForwardResult CudaModel::forward_in_arena(SequenceState& state, std::span<const 
     }
     state.row_snapshots.clear();
 
+    const int64_t first = options.all_logits ? 0 : n_rows - 1;
+    result.n_logit_rows = n_rows - first;
+    HeadBuffers head_out(result.n_logit_rows, c.vocab_size, options.select, stream_);
+
     DeviceContext ctx = context(options.trace, "");
-    ctx.record("embed", embedded.data(), n_rows * h);
-    experts_.begin_step();
-    for (size_t l = 0; l < device_->layers.size(); ++l) {
-        if (options.trace != nullptr) ctx.trace_prefix = "layers." + std::to_string(l) + ".";
-        if (options.snapshot_rows) {
-            const auto snaps = dev.snapshots_of(l);
-            ctx.gdn_recurrent_snapshots = snaps.recurrent;
-            ctx.gdn_conv_snapshots = snaps.conv;
-            ctx.ple_conv_snapshots = snaps.ple;
+    ctx.position = inputs.position();
+    const auto step = [&] {
+        launch_dependent(embed_kernel, dim3(static_cast<unsigned>(n_rows)), dim3(256), 0, stream_,
+                         device_->embed, inputs.tokens(), c.hc_count, x.data(), embedded.data());
+        ctx.record("embed", embedded.data(), n_rows * h);
+        for (size_t l = 0; l < device_->layers.size(); ++l) {
+            if (options.trace != nullptr) ctx.trace_prefix = "layers." + std::to_string(l) + ".";
+            if (options.snapshot_rows) {
+                const auto snaps = dev.snapshots_of(l);
+                ctx.gdn_recurrent_snapshots = snaps.recurrent;
+                ctx.gdn_conv_snapshots = snaps.conv;
+                ctx.ple_conv_snapshots = snaps.ple;
+            }
+            const DeviceLayerWeights* next =
+                l + 1 < device_->layers.size() ? &device_->layers[l + 1] : nullptr;
+            decoder_layer(device_->layers[l], next, dev.layers[l], ple_rows[l]->data(), x.data(),
+                          n_rows, state.position, ctx);
         }
-        const DeviceLayerWeights* next =
-            l + 1 < device_->layers.size() ? &device_->layers[l + 1] : nullptr;
-        decoder_layer(device_->layers[l], next, dev.layers[l], ple_rows[l]->data(), x.data(),
-                      n_rows, state.position, ctx);
+        head_launch(device_->final_mixer, device_->lm_head, x.data() + first * width, options.trace,
+                    "final_hidden", head_out);
+    };
+    experts_.begin_step();
+    if (step_graph_possible(options, n_rows)) {
+        run_step_graph(dev, state.position, n_rows, options, step);
+    } else {
+        step();
     }
     experts_.end_step();
 
@@ -813,15 +970,85 @@ ForwardResult CudaModel::forward_in_arena(SequenceState& state, std::span<const 
         state.pending_residuals.resize(at + static_cast<size_t>(n_rows * width));
         download(state.pending_residuals.data() + at, x.data(), n_rows * width);
     }
-    const int64_t first = options.all_logits ? 0 : n_rows - 1;
-    result.n_logit_rows = n_rows - first;
-    head(device_->final_mixer, device_->lm_head, x.data() + first * width, result.n_logit_rows,
-         options.trace, "final_hidden", options.select, result.logits, result.tokens);
+    head_collect(options.select, head_out, result.logits, result.tokens);
 
     state.position += n_rows;
     state.tokens.insert(state.tokens.end(), tokens.begin(), tokens.end());
     state.ngram_context = next_context;
     return result;
+}
+
+bool CudaModel::step_graph_possible(const ForwardOptions& options, int64_t n_rows) {
+    if (!step_graphs_enabled_ || !device_routing_ || options.trace != nullptr ||
+        routing_trace_ != nullptr || n_rows > kMaxGemvRows || call_arena_.overflowed() ||
+        layer_arena_.overflowed()) {
+        return false;
+    }
+    // Every layer routed on the device: nothing in the step waits for the host. Asked before the
+    // step, where moe_on_device may still upload a layer's addresses.
+    DeviceContext ctx = context(nullptr, "");
+    --trace_step_;
+    int indexers = 0;
+    int qsa_layers = 0;
+    for (const DeviceLayerWeights& w : device_->layers) {
+        if (moe_on_device(w.moe, n_rows, ctx) == nullptr) return false;
+        if (w.qsa) {
+            ++qsa_layers;
+            indexers += w.qsa->has_indexer ? 1 : 0;
+        }
+    }
+    return indexers == 0 || indexers == qsa_layers;  // one launch shape for every QSA layer
+}
+
+template <typename Step>
+void CudaModel::run_step_graph(DeviceSequence& dev, int64_t position, int64_t n_rows,
+                               const ForwardOptions& options, Step&& step) {
+    const q4::Config& c = weights_.config;
+    // Every QSA layer has the same launch shape (step_graph_possible checked they agree on the
+    // indexer).
+    QsaLaunchShape qsa;
+    for (const DeviceLayerWeights& w : device_->layers) {
+        if (w.qsa) qsa = qsa_launch_shape(c, w.qsa->has_indexer, position, n_rows);
+    }
+    const StepKey key{n_rows,
+                      options.all_logits,
+                      options.select != nullptr,
+                      options.snapshot_rows,
+                      dev.caches(),
+                      dev.snapshots(),
+                      dev.snapshot_rows(),
+                      call_arena_.base(),
+                      call_arena_.generation(),
+                      layer_arena_.base(),
+                      layer_arena_.generation(),
+                      qsa};
+    in_step_graph_ = true;
+    bool ran = false;
+    try {
+        ran = run_graph(step_graphs_, step_seen_, kMaxStepGraphs, key, step, step_graph_captures_,
+                        step_graph_launches_);
+    } catch (...) {
+        in_step_graph_ = false;
+        throw;
+    }
+    in_step_graph_ = false;
+    if (!ran) {
+        // A replay: the host side of what the step's body would have done.
+        const int64_t ratio = c.indexer ? c.indexer->compress_ratio : 0;
+        for (size_t l = 0; l < device_->layers.size(); ++l) {
+            if (device_->layers[l].qsa) {
+                sparse_attention_advance(dev.layers[l].attention, n_rows, ratio);
+            }
+        }
+    }
+    release_step_layers();
+}
+
+void CudaModel::release_step_layers() {
+    for (const DeviceLayerWeights& w : device_->layers) {
+        pool_->release_layer(w.moe.table_layer);
+        ++device_routed_calls_;
+    }
 }
 
 void CudaModel::commit(SequenceState& state, int64_t n_rows) {
@@ -911,16 +1138,14 @@ MtpResult CudaModel::mtp_rows_in_arena(SequenceState& state, const float* residu
     const size_t layer_index = static_cast<size_t>(step) % mtp.layers.size();
     DeviceSequence& dev = device_state(state);
     DeviceContext ctx = context(trace, "mtp.");
+    const StepInputs inputs(first_position, tokens, stream_);
+    ctx.position = inputs.position();
 
     // ê, fe, ĥ and U = fc_hidden(ĥ_s) + fe per stream (§6.3).
-    DeviceScratch<int32_t> d_tokens(static_cast<size_t>(n_rows), stream_);
-    CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(d_tokens.data(), tokens.data(),
-                                         tokens.size() * sizeof(int32_t), cudaMemcpyHostToDevice,
-                                         stream_));
     DeviceScratch<float> replicated(static_cast<size_t>(n_rows * h), stream_);
     DeviceScratch<float> e_hat(static_cast<size_t>(n_rows * h), stream_);
     launch_dependent(embed_kernel, dim3(static_cast<unsigned>(n_rows)), dim3(256), 0, stream_,
-                     mtp.embed, d_tokens.data(), int64_t{1}, replicated.data(), e_hat.data());
+                     mtp.embed, inputs.tokens(), int64_t{1}, replicated.data(), e_hat.data());
     rms_norm_rows(e_hat.data(), mtp.pre_fc_norm_embedding, n_rows, h, h, ctx.eps(), e_hat.data(),
                   stream_);
     ctx.record("e_hat", e_hat.data(), n_rows * h);
@@ -976,6 +1201,9 @@ nlohmann::json CudaModel::backend_stats() const {
     stats["cuda_side_streams"] = side_ != nullptr;
     stats["cuda_graph_captures"] = graph_captures_;
     stats["cuda_graph_launches"] = graph_launches_;
+    stats["cuda_step_graphs"] = step_graphs_enabled_;
+    stats["cuda_step_graph_captures"] = step_graph_captures_;
+    stats["cuda_step_graph_launches"] = step_graph_launches_;
     stats["device_scratch_bytes"] = call_arena_.capacity() + layer_arena_.capacity();
     stats["device_scratch_reserved_bytes"] = scratch_reserved_bytes_;
     stats["prefill_rows_per_call"] = prefill_rows_;

@@ -8,13 +8,14 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <compare>
 #include <cstdint>
 #include <ostream>
 #include <span>
 #include <string>
 
-#include "engine/cuda/decode_phases.h"
 #include "engine/cuda/cuda_check.cuh"
+#include "engine/cuda/decode_phases.h"
 #include "engine/cuda/device_weights.h"
 #include "engine/model/forward_trace.h"
 #include "model_data/qwen4_exp/config.h"
@@ -219,7 +220,10 @@ struct DeviceLayerState {
 struct DeviceContext {
     const model_data::qwen4_exp::Config* config = nullptr;
     cudaStream_t stream = nullptr;
-    const float* rope_inv_freq = nullptr;     // device [rotary_dim / 2], engine::Rope's values
+    const float* rope_inv_freq = nullptr;  // device [rotary_dim / 2], engine::Rope's values
+    // Device: the call's first position. QSA kernels read it there rather than take it as an
+    // argument, so a captured decode step replays at whatever position the sequence has reached.
+    const int64_t* position = nullptr;
     ExpertSource* experts = nullptr;          // where routed expert records come from (host)
     DeviceExpertPool* expert_pool = nullptr;  // device slots the records are copied into
     // Side streams for independent work, or null (everything on `stream`). Not used while
@@ -278,10 +282,25 @@ void ple_forward(const DevicePleWeights& weights, DevicePleState& state, const f
 void gated_deltanet_forward(const DeviceGatedDeltaNetWeights& weights,
                             DeviceGatedDeltaNetState& state, const float* mix, int64_t n_rows,
                             float* y, const DeviceContext& ctx);
-// Appends the rows' keys at [first_position, +T) (cache.length must equal first_position).
+// Appends the rows' keys at [first_position, +T) (cache.length must equal first_position, and
+// *ctx.position must hold it on the device).
 void sparse_attention_forward(const DeviceSparseAttentionWeights& weights,
                               DeviceAttentionCache& cache, const float* mix, int64_t n_rows,
                               int64_t first_position, float* y, const DeviceContext& ctx);
+// What a QSA call's launches depend on besides device data: whether some row selects blocks, the
+// block-score grid and the split count. A captured call replays correctly at another position
+// with the same shape.
+struct QsaLaunchShape {
+    bool any_sparse = false;
+    int64_t score_ctas = 0;
+    int64_t n_splits = 1;
+    auto operator<=>(const QsaLaunchShape&) const = default;
+};
+QsaLaunchShape qsa_launch_shape(const model_data::qwen4_exp::Config& c, bool has_indexer,
+                                int64_t first_position, int64_t n_rows);
+// The host half of a QSA call: the cache lengths after n_rows more rows. sparse_attention_forward
+// does it; a replayed capture of the call does only this.
+void sparse_attention_advance(DeviceAttentionCache& cache, int64_t n_rows, int64_t compress_ratio);
 // x[t, s·H + d] += inject[t, s] · y[t, d] for s < n_streams: the hyper-connection update after a
 // block, which an MoE call can apply as it writes y (hyper_connection_combine's arithmetic, in the
 // combine kernel). x null: no update.

@@ -28,11 +28,12 @@ namespace cherenkov::engine::cuda {
 
 namespace {
 
-constexpr int kNormThreads = 128;       // one CTA per head vector (D or dI ≤ a few hundred)
-constexpr int kScoreThreads = 256;      // 8 warps, one block key per warp at a time
-constexpr int kBlocksPerScoreCta = 64;  // block keys scored by one CTA
-constexpr int kSelectThreads = 512;     // one CTA per query row
-constexpr int kAttentionWarps = 4;      // warps of one attention CTA, one token each at a time
+constexpr int kNormThreads = 128;         // one CTA per head vector (D or dI ≤ a few hundred)
+constexpr int kScoreThreads = 256;        // 8 warps, one block key per warp at a time
+constexpr int kBlocksPerScoreCta = 64;    // block keys scored by one CTA
+constexpr int64_t kScoreCtaGranule = 32;  // score grids are multiples of this many CTAs
+constexpr int kSelectThreads = 512;       // one CTA per query row
+constexpr int kAttentionWarps = 4;        // warps of one attention CTA, one token each at a time
 constexpr int kAttentionThreads = kAttentionWarps * 32;
 constexpr int kMaxHeadDim = 512;  // D ≤ this: a lane holds D / 32 values in registers
 constexpr int kPerLane = kMaxHeadDim / 32;
@@ -96,34 +97,66 @@ __device__ void norm_rope_head(const float* x, const float* w, int n, int rotary
 }
 
 // Head vectors of T rows: head h of row t lies at x + t·x_row_stride + h·x_head_stride (likewise
-// y) and is rotated at position first_position + t. grid (T, n_heads), kNormThreads threads.
+// y) and is rotated at position *position + t. grid (T, n_heads), kNormThreads threads.
 __global__ void head_norm_rope_kernel(const float* x, int64_t x_row_stride, int64_t x_head_stride,
                                       float* y, int64_t y_row_stride, int64_t y_head_stride,
                                       const float* w, int n, int rotary_dim, const float* inv_freq,
-                                      int64_t first_position, float eps) {
+                                      const int64_t* position, float eps) {
     __shared__ float reduce[32];
     wait_for_previous_kernel();
     allow_next_kernel();
     const int64_t t = blockIdx.x;
     const int64_t h = blockIdx.y;
     norm_rope_head(x + t * x_row_stride + h * x_head_stride, w, n, rotary_dim, inv_freq,
-                   first_position + t, eps, y + t * y_row_stride + h * y_head_stride, reduce);
+                   *position + t, eps, y + t * y_row_stride + h * y_head_stride, reduce);
 }
 
-// kB_b for b = first_block + blockIdx.x: the mean of the block's r raw index keys, normalized
-// with index_k_norm and rotated at position b·r. index_keys: [tokens, di]; block_keys:
-// [blocks, di]. Dynamic shared memory: di floats.
-__global__ void block_keys_kernel(const float* index_keys, int64_t first_block, int64_t r, int di,
-                                  const float* w, int rotary_dim, const float* inv_freq, float eps,
-                                  float* block_keys) {
+// Appends the call's keys and values to the cache at rows *position + t: key head h of row t
+// (new_keys [T, kv_width]) normalized with k_norm and rotated at its position, the value head
+// copied. grid (T, n_kv), kNormThreads threads. The position comes from the device, so a
+// captured step writes where the sequence is when it is replayed.
+__global__ void append_keys_values_kernel(const float* new_keys, const float* new_values,
+                                          int64_t kv_width, int head_dim, const float* k_norm,
+                                          int rotary_dim, const float* inv_freq,
+                                          const int64_t* position, float eps, float* keys,
+                                          float* values) {
+    __shared__ float reduce[32];
+    wait_for_previous_kernel();
+    allow_next_kernel();
+    const int64_t t = blockIdx.x;
+    const int64_t at = (*position + t) * kv_width + static_cast<int64_t>(blockIdx.y) * head_dim;
+    const int64_t from = t * kv_width + static_cast<int64_t>(blockIdx.y) * head_dim;
+    norm_rope_head(new_keys + from, k_norm, head_dim, rotary_dim, inv_freq, *position + t, eps,
+                   keys + at, reduce);
+    for (int e = threadIdx.x; e < head_dim; e += blockDim.x) values[at + e] = new_values[from + e];
+}
+
+// Appends the call's raw index keys (row t at new_keys + t·new_stride) to the cache at rows
+// *position + t, and makes kB_b for every block b that the call completes: b = *position / r +
+// blockIdx.x while b < (*position + T) / r. kB_b is the mean of the block's r raw keys, normalized
+// with index_k_norm and rotated at position b·r; a block's keys at or past *position are read from
+// new_keys (the append of another CTA may not have landed). grid ceil(T / r), which covers the
+// most blocks T rows can complete; dynamic shared memory di floats.
+__global__ void append_index_keys_kernel(const float* new_keys, int64_t new_stride, int64_t n_rows,
+                                         const int64_t* position, int64_t r, int di, const float* w,
+                                         int rotary_dim, const float* inv_freq, float eps,
+                                         float* index_keys, float* block_keys) {
     extern __shared__ float pooled[];
     __shared__ float reduce[32];
     wait_for_previous_kernel();
     allow_next_kernel();
-    const int64_t b = first_block + blockIdx.x;
+    const int64_t first = *position;
+    for (int64_t t = blockIdx.x; t < n_rows; t += gridDim.x) {
+        for (int e = threadIdx.x; e < di; e += blockDim.x)
+            index_keys[(first + t) * di + e] = new_keys[t * new_stride + e];
+    }
+    const int64_t b = first / r + blockIdx.x;
+    if (b >= (first + n_rows) / r) return;  // the same for the whole CTA
     for (int e = threadIdx.x; e < di; e += blockDim.x) {
         float sum = 0.0F;
-        for (int64_t j = b * r; j < (b + 1) * r; ++j) sum += index_keys[j * di + e];
+        for (int64_t j = b * r; j < (b + 1) * r; ++j) {
+            sum += j < first ? index_keys[j * di + e] : new_keys[(j - first) * new_stride + e];
+        }
         pooled[e] = sum / static_cast<float>(r);
     }
     __syncthreads();
@@ -135,13 +168,13 @@ __global__ void block_keys_kernel(const float* index_keys, int64_t first_block, 
 // grid (ceil(max_blocks / kBlocksPerScoreCta), T), kScoreThreads threads, dynamic shared memory
 // n_index_heads·di floats.
 __global__ void block_scores_kernel(const float* queries, const float* block_keys,
-                                    int n_index_heads, int di, int64_t first_position, int64_t r,
+                                    int n_index_heads, int di, const int64_t* position, int64_t r,
                                     int64_t top, float* scores, int64_t scores_stride) {
     extern __shared__ float q[];
     wait_for_previous_kernel();
     allow_next_kernel();
     const int64_t t = blockIdx.y;
-    const RowTokens row = row_tokens(true, first_position + t, r, top);
+    const RowTokens row = row_tokens(true, *position + t, r, top);
     if (row.dense) return;  // the same for the whole CTA
     const int width = n_index_heads * di;
     for (int e = threadIdx.x; e < width; e += blockDim.x) q[e] = queries[t * width + e];
@@ -180,7 +213,7 @@ __device__ inline uint64_t selection_key(float score, int64_t b) {
 // (8 bits a pass, from the high byte) finds; an ordered ballot compaction writes them in block
 // order. Linear in n_blocks. grid T, kSelectThreads threads.
 __global__ void select_blocks_kernel(const float* scores, int64_t scores_stride,
-                                     int64_t first_position, int64_t r, int64_t top,
+                                     const int64_t* position, int64_t r, int64_t top,
                                      int* selected) {
     __shared__ unsigned int histogram[256];
     __shared__ uint64_t shared_prefix;
@@ -189,7 +222,7 @@ __global__ void select_blocks_kernel(const float* scores, int64_t scores_stride,
     wait_for_previous_kernel();
     allow_next_kernel();
     const int64_t t = blockIdx.x;
-    const RowTokens row = row_tokens(true, first_position + t, r, top);
+    const RowTokens row = row_tokens(true, *position + t, r, top);
     if (row.dense) return;
     const float* row_scores = scores + t * scores_stride;
 
@@ -243,13 +276,13 @@ __global__ void select_blocks_kernel(const float* scores, int64_t scores_stride,
 }
 
 struct AttentionParams {
-    const float* qg;       // [T, n_heads, 2·D]: query (normed, rotated), then gate
-    const float* keys;     // cache [tokens, kv_width]
-    const float* values;   // cache [tokens, kv_width]
-    const int* selected;   // [T, top] or null
-    float* partial_out;    // [T, n_heads, n_splits, D]: Σ exp(s − m)·v of one split
-    float* partial_stats;  // [T, n_heads, n_splits, 2]: (m, Σ exp(s − m))
-    int64_t first_position;
+    const float* qg;          // [T, n_heads, 2·D]: query (normed, rotated), then gate
+    const float* keys;        // cache [tokens, kv_width]
+    const float* values;      // cache [tokens, kv_width]
+    const int* selected;      // [T, top] or null
+    float* partial_out;       // [T, n_heads, n_splits, D]: Σ exp(s − m)·v of one split
+    float* partial_stats;     // [T, n_heads, n_splits, 2]: (m, Σ exp(s − m))
+    const int64_t* position;  // device: the first row's position
     int64_t kv_width;
     int64_t r;
     int64_t top;
@@ -294,7 +327,7 @@ __global__ void attention_split_kernel(AttentionParams p) {
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
     const int d = p.head_dim;
-    const RowTokens row = row_tokens(p.has_indexer, p.first_position + t, p.r, p.top);
+    const RowTokens row = row_tokens(p.has_indexer, *p.position + t, p.r, p.top);
     const int* selected = p.selected != nullptr ? p.selected + t * p.top : nullptr;
     const int64_t chunk = (row.count + p.n_splits - 1) / p.n_splits;
     const int64_t begin = min(row.count, static_cast<int64_t>(split) * chunk);
@@ -425,15 +458,16 @@ __global__ void attention_combine_kernel(const float* partial_out, const float* 
     }
 }
 
-// Normalizes and rotates n_heads head vectors of T rows (strides in floats).
+// Normalizes and rotates n_heads head vectors of T rows (strides in floats), row t at position
+// *ctx.position + t.
 void head_norm_rope(const float* x, int64_t x_row_stride, int64_t x_head_stride, float* y,
                     int64_t y_row_stride, int64_t y_head_stride, const float* w, int64_t n_rows,
-                    int64_t n_heads, int64_t n, int64_t first_position, const DeviceContext& ctx) {
+                    int64_t n_heads, int64_t n, const DeviceContext& ctx) {
     const dim3 grid(static_cast<unsigned>(n_rows), static_cast<unsigned>(n_heads));
     launch_dependent(head_norm_rope_kernel, grid, dim3(kNormThreads), 0, ctx.stream, x,
                      x_row_stride, x_head_stride, y, y_row_stride, y_head_stride, w,
                      static_cast<int>(n), static_cast<int>(ctx.config->rotary_dim),
-                     ctx.rope_inv_freq, first_position, ctx.eps());
+                     ctx.rope_inv_freq, ctx.position, ctx.eps());
 }
 
 // The host-side trace values (CPU: select_tokens' margin and selected blocks): copies the scores
@@ -487,37 +521,27 @@ void record_selection_trace(const DeviceSparseAttentionWeights& weights, const f
     ctx.record_host("qsa.selected_blocks", selections.data(), n_rows * top);
 }
 
-// Indexer queries [T, nI, dI] and raw keys appended to the cache (at cache.length).
+// Indexer queries [T, nI, dI]; the raw keys are appended to the cache with the block keys they
+// complete (cache.length and n_block_keys advance).
 void index_projections(const DeviceSparseAttentionWeights& weights, DeviceAttentionCache& cache,
-                       const float* mix, int64_t n_rows, int64_t first_position, float* queries,
-                       const DeviceContext& ctx) {
+                       const float* mix, int64_t n_rows, float* queries, const DeviceContext& ctx) {
     const auto& ix = *ctx.config->indexer;
     const int64_t di = ix.head_dim;
+    const int64_t r = ix.compress_ratio;
     const int64_t qk_width = (ix.n_heads + 1) * di;
     DeviceScratch<float> qk(static_cast<size_t>(n_rows * qk_width), ctx.stream);
     linear_apply(weights.index_qk, mix, n_rows, qk.data(), ctx.stream);
     head_norm_rope(qk.data(), qk_width, di, queries, ix.n_heads * di, di, weights.index_q_norm,
-                   n_rows, ix.n_heads, di, first_position, ctx);
-    CHERENKOV_CUDA_CHECK(cudaMemcpy2DAsync(cache.index_keys + cache.length * di, di * sizeof(float),
-                                           qk.data() + ix.n_heads * di, qk_width * sizeof(float),
-                                           di * sizeof(float), n_rows, cudaMemcpyDeviceToDevice,
-                                           ctx.stream));
-}
-
-// kB_b of every block completed within cache.length that is not cached yet.
-void complete_block_keys(const DeviceSparseAttentionWeights& weights, DeviceAttentionCache& cache,
-                         const DeviceContext& ctx) {
-    const auto& ix = *ctx.config->indexer;
-    const int64_t r = ix.compress_ratio;
-    const int64_t n_blocks = cache.length / r;
-    if (n_blocks <= cache.n_block_keys) return;
-    const auto di = static_cast<int>(ix.head_dim);
-    launch_dependent(block_keys_kernel, dim3(static_cast<unsigned>(n_blocks - cache.n_block_keys)),
-                     dim3(kNormThreads), di * sizeof(float), ctx.stream, cache.index_keys,
-                     cache.n_block_keys, r, di, weights.index_k_norm,
+                   n_rows, ix.n_heads, di, ctx);
+    // Every block below cache.length has its key (truncate keeps that), so the kernel's first
+    // block, *position / r, is the host's n_block_keys.
+    CHERENKOV_ASSERT(cache.n_block_keys == cache.length / r, "block keys up to the cache length");
+    launch_dependent(append_index_keys_kernel, dim3(static_cast<unsigned>((n_rows + r - 1) / r)),
+                     dim3(kNormThreads), di * sizeof(float), ctx.stream,
+                     qk.data() + ix.n_heads * di, qk_width, n_rows, ctx.position, r,
+                     static_cast<int>(di), weights.index_k_norm,
                      static_cast<int>(ctx.config->rotary_dim), ctx.rope_inv_freq, ctx.eps(),
-                     cache.block_keys);
-    cache.n_block_keys = n_blocks;
+                     cache.index_keys, cache.block_keys);
 }
 
 void check_shapes(const DeviceSparseAttentionWeights& weights, const DeviceAttentionCache& cache,
@@ -533,6 +557,7 @@ void check_shapes(const DeviceSparseAttentionWeights& weights, const DeviceAtten
                        std::to_string(cache.capacity) + " tokens");
     }
     CHERENKOV_ASSERT(n_rows >= 0 && n_rows <= kMaxGridRows, "rows of one call fit a grid axis");
+    CHERENKOV_ASSERT(ctx.position != nullptr, "the call's position is on the device");
     CHERENKOV_ASSERT(c.head_dim <= kMaxHeadDim, "head_dim fits the attention kernel's registers");
     CHERENKOV_ASSERT(c.rotary_dim <= c.head_dim, "rotary dims lie within the head");
     CHERENKOV_ASSERT(c.num_attention_heads % c.num_key_value_heads == 0, "whole GQA groups");
@@ -547,6 +572,31 @@ void check_shapes(const DeviceSparseAttentionWeights& weights, const DeviceAtten
 
 }  // namespace
 
+QsaLaunchShape qsa_launch_shape(const model_data::qwen4_exp::Config& c, bool has_indexer,
+                                int64_t first_position, int64_t n_rows) {
+    const int64_t r = has_indexer ? c.indexer->compress_ratio : 0;
+    const int64_t top = has_indexer ? c.block_topk : 0;
+    QsaLaunchShape shape;
+    int64_t max_tokens = 0;
+    for (int64_t t = 0; t < n_rows; ++t) {
+        const RowTokens row = row_tokens(has_indexer, first_position + t, r, top);
+        max_tokens = std::max(max_tokens, row.count);
+        shape.any_sparse = shape.any_sparse || !row.dense;
+    }
+    if (shape.any_sparse) {
+        // Rounded up, so that the grid (and a captured step) changes every 2048 blocks, not every
+        // 64; the extra CTAs find no blocks of their rows and return.
+        const int64_t ctas =
+            ((first_position + n_rows) / r + kBlocksPerScoreCta - 1) / kBlocksPerScoreCta;
+        shape.score_ctas = (ctas + kScoreCtaGranule - 1) / kScoreCtaGranule * kScoreCtaGranule;
+    }
+    const int64_t split_cap =
+        std::max<int64_t>(1, kMaxSplitCtas / std::max<int64_t>(1, n_rows * c.num_attention_heads));
+    shape.n_splits =
+        std::clamp<int64_t>((max_tokens + kTokensPerSplit - 1) / kTokensPerSplit, 1, split_cap);
+    return shape;
+}
+
 void sparse_attention_forward(const DeviceSparseAttentionWeights& weights,
                               DeviceAttentionCache& cache, const float* mix, int64_t n_rows,
                               int64_t first_position, float* y, const DeviceContext& ctx) {
@@ -560,51 +610,45 @@ void sparse_attention_forward(const DeviceSparseAttentionWeights& weights,
     const bool indexed = weights.has_indexer;
     const int64_t r = indexed ? c.indexer->compress_ratio : 0;
     const int64_t top = indexed ? c.block_topk : 0;
+    const QsaLaunchShape shape = qsa_launch_shape(c, indexed, first_position, n_rows);
 
-    // Indexer queries and raw keys.
+    // Indexer queries, raw keys and the block keys they complete.
     const int64_t index_width = indexed ? c.indexer->n_heads * c.indexer->head_dim : 0;
     DeviceScratch<float> index_queries(static_cast<size_t>(n_rows * index_width), ctx.stream);
-    if (indexed) {
-        index_projections(weights, cache, mix, n_rows, first_position, index_queries.data(), ctx);
-    }
+    if (indexed) index_projections(weights, cache, mix, n_rows, index_queries.data(), ctx);
 
-    // Queries (with gates), keys and values; k and v go straight into the cache.
+    // Queries (with gates), keys and values; k (normed, rotated) and v appended to the cache.
     DeviceScratch<float> qg(static_cast<size_t>(n_rows * n_heads * 2 * d), ctx.stream);
-    float* keys = cache.keys + cache.length * kv_width;
-    float* values = cache.values + cache.length * kv_width;
+    DeviceScratch<float> new_keys(static_cast<size_t>(n_rows * kv_width), ctx.stream);
+    DeviceScratch<float> new_values(static_cast<size_t>(n_rows * kv_width), ctx.stream);
     linear_apply(weights.q, mix, n_rows, qg.data(), ctx.stream);
-    linear_apply(weights.k, mix, n_rows, keys, ctx.stream);
-    linear_apply(weights.v, mix, n_rows, values, ctx.stream);
+    linear_apply(weights.k, mix, n_rows, new_keys.data(), ctx.stream);
+    linear_apply(weights.v, mix, n_rows, new_values.data(), ctx.stream);
     head_norm_rope(qg.data(), n_heads * 2 * d, 2 * d, qg.data(), n_heads * 2 * d, 2 * d,
-                   weights.q_norm, n_rows, n_heads, d, first_position, ctx);
-    head_norm_rope(keys, kv_width, d, keys, kv_width, d, weights.k_norm, n_rows, n_kv, d,
-                   first_position, ctx);
-    cache.length += n_rows;
-    if (indexed) complete_block_keys(weights, cache, ctx);
+                   weights.q_norm, n_rows, n_heads, d, ctx);
+    launch_dependent(append_keys_values_kernel,
+                     dim3(static_cast<unsigned>(n_rows), static_cast<unsigned>(n_kv)),
+                     dim3(kNormThreads), 0, ctx.stream, new_keys.data(), new_values.data(),
+                     kv_width, static_cast<int>(d), weights.k_norm, static_cast<int>(c.rotary_dim),
+                     ctx.rope_inv_freq, ctx.position, ctx.eps(), cache.keys, cache.values);
+    sparse_attention_advance(cache, n_rows, r);
 
     // Block selection for the rows with more than `top` complete blocks.
-    int64_t max_tokens = 0;
-    bool any_sparse = false;
-    for (int64_t t = 0; t < n_rows; ++t) {
-        const RowTokens row = row_tokens(indexed, first_position + t, r, top);
-        max_tokens = std::max(max_tokens, row.count);
-        any_sparse = any_sparse || !row.dense;
-    }
-    const int64_t scores_stride = any_sparse ? cache.length / r : 0;
+    const int64_t scores_stride = shape.score_ctas * kBlocksPerScoreCta;
     DeviceScratch<float> scores(static_cast<size_t>(n_rows * scores_stride), ctx.stream);
-    DeviceScratch<int> selected(any_sparse ? static_cast<size_t>(n_rows * top) : 0, ctx.stream);
-    if (any_sparse) {
+    DeviceScratch<int> selected(shape.any_sparse ? static_cast<size_t>(n_rows * top) : 0,
+                                ctx.stream);
+    if (shape.any_sparse) {
         const auto& ix = *c.indexer;
-        const dim3 score_grid(
-            static_cast<unsigned>((scores_stride + kBlocksPerScoreCta - 1) / kBlocksPerScoreCta),
-            static_cast<unsigned>(n_rows));
+        const dim3 score_grid(static_cast<unsigned>(shape.score_ctas),
+                              static_cast<unsigned>(n_rows));
         launch_dependent(
             block_scores_kernel, score_grid, dim3(kScoreThreads), index_width * sizeof(float),
             ctx.stream, index_queries.data(), cache.block_keys, static_cast<int>(ix.n_heads),
-            static_cast<int>(ix.head_dim), first_position, r, top, scores.data(), scores_stride);
+            static_cast<int>(ix.head_dim), ctx.position, r, top, scores.data(), scores_stride);
         launch_dependent(select_blocks_kernel, dim3(static_cast<unsigned>(n_rows)),
                          dim3(kSelectThreads), 0, ctx.stream, scores.data(), scores_stride,
-                         first_position, r, top, selected.data());
+                         ctx.position, r, top, selected.data());
     }
     if (ctx.trace != nullptr) {
         record_selection_trace(weights, scores.data(), scores_stride, selected.data(), n_rows,
@@ -612,9 +656,7 @@ void sparse_attention_forward(const DeviceSparseAttentionWeights& weights,
     }
 
     // Split-K attention over each row's tokens, then the merge with the output gate.
-    const int64_t split_cap = std::max<int64_t>(1, kMaxSplitCtas / (n_rows * n_heads));
-    const int64_t n_splits =
-        std::clamp<int64_t>((max_tokens + kTokensPerSplit - 1) / kTokensPerSplit, 1, split_cap);
+    const int64_t n_splits = shape.n_splits;
     DeviceScratch<float> partial_out(static_cast<size_t>(n_rows * n_heads * n_splits * d),
                                      ctx.stream);
     DeviceScratch<float> partial_stats(static_cast<size_t>(n_rows * n_heads * n_splits * 2),
@@ -623,10 +665,10 @@ void sparse_attention_forward(const DeviceSparseAttentionWeights& weights,
     params.qg = qg.data();
     params.keys = cache.keys;
     params.values = cache.values;
-    params.selected = any_sparse ? selected.data() : nullptr;
+    params.selected = shape.any_sparse ? selected.data() : nullptr;
     params.partial_out = partial_out.data();
     params.partial_stats = partial_stats.data();
-    params.first_position = first_position;
+    params.position = ctx.position;
     params.kv_width = kv_width;
     params.r = r;
     params.top = top;
@@ -647,6 +689,11 @@ void sparse_attention_forward(const DeviceSparseAttentionWeights& weights,
                      partial_stats.data(), qg.data(), params.n_heads, params.head_dim,
                      params.n_splits, gated.data());
     linear_apply(weights.o, gated.data(), n_rows, y, ctx.stream);
+}
+
+void sparse_attention_advance(DeviceAttentionCache& cache, int64_t n_rows, int64_t compress_ratio) {
+    cache.length += n_rows;
+    if (compress_ratio > 0) cache.n_block_keys = cache.length / compress_ratio;
 }
 
 // ---- SparseAttentionCheck (sparse_attention_check.h): the device layer driven from the host ----
@@ -753,6 +800,9 @@ std::vector<float> SparseAttentionCheck::forward(const float* mix, int64_t n_row
     ctx.stream = m.stream;
     ctx.rope_inv_freq = m.inv_freq.as<float>();
     ctx.trace = trace;
+    DeviceBuffer d_position(sizeof(int64_t));
+    d_position.upload(&first_position, sizeof(int64_t));
+    ctx.position = d_position.as<int64_t>();
     sparse_attention_forward(m.weights, m.cache, d_mix.as<float>(), n_rows, first_position,
                              d_y.as<float>(), ctx);
     CHERENKOV_CUDA_CHECK(cudaStreamSynchronize(m.stream));

@@ -260,6 +260,44 @@ std::string minimal_pool(const std::string& checkpoint) {
     return text;
 }
 
+// Once every layer is routed on the device, a decode step is one CUDA graph from the embedding to
+// the token selection, replayed at every position (the QSA kernels read it on the device). From a
+// 3-token prompt, 48 tokens take the QSA layers from dense to block-sparse attention and complete
+// a block key every 4 positions; the greedy text is the CPU's, for 0-2 drafts (verification calls
+// with snapshots, then commits that roll the caches back), with the graphs replayed; with graphs
+// off it is the same.
+TEST(CudaModel, WholeDecodeStepsReplayedAsOneGraphGiveTheCpuText) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    ReferenceFile reference("tiny_a/reference/logits.safetensors");
+    const std::vector<int32_t> prompt = reference.tokens("input_ids.len3");
+    ASSERT_EQ(prompt.size(), 3U);
+    CudaFixture f("tiny_a/hf_flat_fused");
+    const std::vector<int32_t> expected = generate(f.cpu.model, prompt, 0);
+    for (int drafts = 0; drafts <= 2; ++drafts) {
+        EXPECT_EQ(generate(*f.gpu, prompt, drafts), expected) << "drafts " << drafts;
+    }
+    const nlohmann::json stats = f.gpu->backend_stats();
+    EXPECT_GT(stats["cuda_step_graph_captures"].get<uint64_t>(), 0U);
+    // A key's first step runs kernel by kernel, its second is captured; the rest are replays.
+    EXPECT_GT(stats["cuda_step_graph_launches"].get<uint64_t>(),
+              stats["cuda_step_graph_captures"].get<uint64_t>());
+
+    setenv("CHERENKOV_CUDA_GRAPHS", "0", 1);
+    CudaFixture off("tiny_a/hf_flat_fused");
+    unsetenv("CHERENKOV_CUDA_GRAPHS");
+    EXPECT_EQ(generate(*off.gpu, prompt, 2), expected);
+    EXPECT_EQ(off.gpu->backend_stats()["cuda_step_graph_launches"].get<uint64_t>(), 0U);
+
+    // A pool too small for the table routes every layer on the host: each layer's work up to
+    // the routing read-back (QSA and PLE layers included) is replayed as a graph instead.
+    CudaFixture small("tiny_a/hf_flat_fused", minimal_pool("tiny_a/hf_flat_fused"));
+    EXPECT_EQ(generate(*small.gpu, prompt, 2), expected);
+    const nlohmann::json small_stats = small.gpu->backend_stats();
+    EXPECT_EQ(small_stats["cuda_step_graph_launches"].get<uint64_t>(), 0U);
+    EXPECT_GT(small_stats["cuda_graph_launches"].get<uint64_t>(),
+              small_stats["cuda_graph_captures"].get<uint64_t>());
+}
+
 TEST(CudaModel, MinimalDevicePoolGivesTheSameBitsAsAFullOne) {
     if (!have_device()) GTEST_SKIP() << "no CUDA device";
     CudaFixture full("tiny_a/hf_flat_fused", "max");
@@ -310,6 +348,8 @@ TEST(CudaModel, LayersHeldWholeAreRoutedOnTheDeviceWithTheHostPathsBits) {
         // The prompt routes to every expert of the 4 trunk layers; 12 decode calls × 4 layers.
         EXPECT_EQ(full_stats["device_routed_layers"].get<int64_t>(), 4) << graphs;
         EXPECT_EQ(full_stats["device_routed_calls"].get<uint64_t>(), 48U) << graphs;
+        // With every layer routed on the device a step is one graph (graphs on).
+        EXPECT_EQ(full_stats["cuda_step_graph_launches"].get<uint64_t>() > 0, graphs[0] == '1');
         EXPECT_EQ(small_stats["device_routed_calls"].get<uint64_t>(), 0U) << graphs;
         // Host phase timing covers the decode calls of layers routed on the host, and only those.
         const nlohmann::json& phases = small_stats["decode_phases"];
@@ -345,10 +385,14 @@ TEST(CudaModel, GraphsAndSideStreamsGiveTheSameBitsAsOneStream) {
         outputs.push_back(generate(*f.gpu, prompt, 2));
         const nlohmann::json stats = f.gpu->backend_stats();
         EXPECT_EQ(stats["cuda_side_streams"].get<bool>(), streams[0] == '1');
+        // Layer segments (while the pool fills) and whole steps (once every layer is routed on
+        // the device).
+        const uint64_t launches = stats["cuda_graph_launches"].get<uint64_t>() +
+                                  stats["cuda_step_graph_launches"].get<uint64_t>();
         if (graphs[0] == '1') {
-            EXPECT_GT(stats["cuda_graph_launches"].get<uint64_t>(), 0U);
+            EXPECT_GT(launches, 0U);
         } else {
-            EXPECT_EQ(stats["cuda_graph_launches"].get<uint64_t>(), 0U);
+            EXPECT_EQ(launches, 0U);
         }
         EXPECT_EQ(outputs.back(), outputs.front()) << "graphs " << graphs << " streams " << streams;
     }
