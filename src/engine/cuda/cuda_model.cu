@@ -316,16 +316,11 @@ private:
     void decoder_layer(const DeviceLayerWeights& w, const DeviceLayerWeights* next,
                        DeviceLayerState& state, const float* ple_embedding, float* x,
                        int64_t n_rows, int64_t first_position, DeviceContext& ctx);
-    // Logits of the n_rows rows at x through a final mixer and lm_head. Without `select` they are
-    // copied to `logits`; with it the tokens are picked on the device (token_select.h) and only
-    // their ids copied to `tokens`, plus the logits when select->keep_logits.
-    void head(const DeviceHyperConnectionWeights& mixer, const DeviceLinear& lm_head,
-              const float* x, int64_t n_rows, ForwardTrace* trace, const char* trace_name,
-              const TokenSelection* select, std::vector<float>& logits,
-              std::vector<int32_t>& tokens);
-    // head() in three parts, so that a captured decode step holds the head's kernels: the
-    // buffers (and the upload of the choices) before the step, the launches inside it, the
-    // read-back after it.
+    // Logits of a call's rows through a final mixer and lm_head, in three parts so that a captured
+    // step holds the head's kernels: the buffers (HeadBuffers: the logits, and with a selection
+    // the choices, uploaded, and the ids), the launches (head_launch: the tokens picked on the
+    // device, token_select.h), the read-back (head_collect: the ids, plus the logits without a
+    // selection or when select->keep_logits).
     struct HeadBuffers {
         HeadBuffers(int64_t n_rows, int64_t vocab, const TokenSelection* select,
                     cudaStream_t stream);
@@ -389,6 +384,7 @@ private:
     // position, the tokens, the n-gram rows, the choices, uploaded before the launch); the key
     // holds what the launches bake in.
     struct StepKey {
+        int64_t mtp_layer;  // -1: the trunk's layers; else the MTP layer of the call
         int64_t n_rows;
         bool all_logits;
         bool select;
@@ -404,12 +400,15 @@ private:
         auto operator<=>(const StepKey&) const = default;
     };
     static constexpr size_t kMaxStepGraphs = 64;
-    bool step_graph_possible(const ForwardOptions& options, int64_t n_rows);
+    // Whether a call of n_rows through `layers` can be one graph: graphs on, no trace, every
+    // layer routed on the device.
+    bool step_graph_possible(const ForwardTrace* trace, int64_t n_rows,
+                             std::span<const DeviceLayerWeights> layers);
+    // Runs, captures or replays `step` (the whole call) under `key` (its arenas and QSA shape
+    // filled in here), then does the host side of a replay and releases the layers' slots.
     template <typename Step>
-    void run_step_graph(DeviceSequence& dev, int64_t position, int64_t n_rows,
-                        const ForwardOptions& options, Step&& step);
-    // After a step routed wholly on the device: one release event for every layer's slots.
-    void release_step_layers();
+    void run_step_graph(StepKey key, std::span<const DeviceLayerWeights> layers,
+                        std::span<DeviceLayerState> states, int64_t position, Step&& step);
     void clear_graphs();
     // Grows an arena a call overflowed (between calls: nothing of it is alive then).
     void grow_arenas();
@@ -850,15 +849,6 @@ void CudaModel::head_collect(const TokenSelection* select, const HeadBuffers& ou
     }
 }
 
-void CudaModel::head(const DeviceHyperConnectionWeights& mixer, const DeviceLinear& lm_head,
-                     const float* x, int64_t n_rows, ForwardTrace* trace, const char* trace_name,
-                     const TokenSelection* select, std::vector<float>& logits,
-                     std::vector<int32_t>& tokens) {
-    HeadBuffers out(n_rows, weights_.config.vocab_size, select, stream_);
-    head_launch(mixer, lm_head, x, trace, trace_name, out);
-    head_collect(select, out, logits, tokens);
-}
-
 ForwardResult CudaModel::forward(SequenceState& state, std::span<const int32_t> tokens,
                                  const ForwardOptions& options) {
     ForwardResult result;
@@ -958,8 +948,17 @@ ForwardResult CudaModel::forward_in_arena(SequenceState& state, std::span<const 
                     "final_hidden", head_out);
     };
     experts_.begin_step();
-    if (step_graph_possible(options, n_rows)) {
-        run_step_graph(dev, state.position, n_rows, options, step);
+    if (step_graph_possible(options.trace, n_rows, device_->layers)) {
+        StepKey key{};
+        key.mtp_layer = -1;
+        key.n_rows = n_rows;
+        key.all_logits = options.all_logits;
+        key.select = options.select != nullptr;
+        key.snapshot_rows = options.snapshot_rows;
+        key.caches = dev.caches();
+        key.snapshots = dev.snapshots();
+        key.snapshot_capacity = dev.snapshot_rows();
+        run_step_graph(key, device_->layers, dev.layers, state.position, step);
     } else {
         step();
     }
@@ -978,8 +977,9 @@ ForwardResult CudaModel::forward_in_arena(SequenceState& state, std::span<const 
     return result;
 }
 
-bool CudaModel::step_graph_possible(const ForwardOptions& options, int64_t n_rows) {
-    if (!step_graphs_enabled_ || !device_routing_ || options.trace != nullptr ||
+bool CudaModel::step_graph_possible(const ForwardTrace* trace, int64_t n_rows,
+                                    std::span<const DeviceLayerWeights> layers) {
+    if (!step_graphs_enabled_ || !device_routing_ || trace != nullptr ||
         routing_trace_ != nullptr || n_rows > kMaxGemvRows || call_arena_.overflowed() ||
         layer_arena_.overflowed()) {
         return false;
@@ -990,7 +990,7 @@ bool CudaModel::step_graph_possible(const ForwardOptions& options, int64_t n_row
     --trace_step_;
     int indexers = 0;
     int qsa_layers = 0;
-    for (const DeviceLayerWeights& w : device_->layers) {
+    for (const DeviceLayerWeights& w : layers) {
         if (moe_on_device(w.moe, n_rows, ctx) == nullptr) return false;
         if (w.qsa) {
             ++qsa_layers;
@@ -1001,27 +1001,18 @@ bool CudaModel::step_graph_possible(const ForwardOptions& options, int64_t n_row
 }
 
 template <typename Step>
-void CudaModel::run_step_graph(DeviceSequence& dev, int64_t position, int64_t n_rows,
-                               const ForwardOptions& options, Step&& step) {
+void CudaModel::run_step_graph(StepKey key, std::span<const DeviceLayerWeights> layers,
+                               std::span<DeviceLayerState> states, int64_t position, Step&& step) {
     const q4::Config& c = weights_.config;
     // Every QSA layer has the same launch shape (step_graph_possible checked they agree on the
     // indexer).
-    QsaLaunchShape qsa;
-    for (const DeviceLayerWeights& w : device_->layers) {
-        if (w.qsa) qsa = qsa_launch_shape(c, w.qsa->has_indexer, position, n_rows);
+    for (const DeviceLayerWeights& w : layers) {
+        if (w.qsa) key.qsa = qsa_launch_shape(c, w.qsa->has_indexer, position, key.n_rows);
     }
-    const StepKey key{n_rows,
-                      options.all_logits,
-                      options.select != nullptr,
-                      options.snapshot_rows,
-                      dev.caches(),
-                      dev.snapshots(),
-                      dev.snapshot_rows(),
-                      call_arena_.base(),
-                      call_arena_.generation(),
-                      layer_arena_.base(),
-                      layer_arena_.generation(),
-                      qsa};
+    key.call_arena = call_arena_.base();
+    key.call_generation = call_arena_.generation();
+    key.layer_arena = layer_arena_.base();
+    key.layer_generation = layer_arena_.generation();
     in_step_graph_ = true;
     bool ran = false;
     try {
@@ -1035,17 +1026,12 @@ void CudaModel::run_step_graph(DeviceSequence& dev, int64_t position, int64_t n_
     if (!ran) {
         // A replay: the host side of what the step's body would have done.
         const int64_t ratio = c.indexer ? c.indexer->compress_ratio : 0;
-        for (size_t l = 0; l < device_->layers.size(); ++l) {
-            if (device_->layers[l].qsa) {
-                sparse_attention_advance(dev.layers[l].attention, n_rows, ratio);
-            }
+        for (size_t l = 0; l < layers.size(); ++l) {
+            if (layers[l].qsa) sparse_attention_advance(states[l].attention, key.n_rows, ratio);
         }
     }
-    release_step_layers();
-}
-
-void CudaModel::release_step_layers() {
-    for (const DeviceLayerWeights& w : device_->layers) {
+    // One release event for every layer's slots, after the step.
+    for (const DeviceLayerWeights& w : layers) {
         pool_->release_layer(w.moe.table_layer);
         ++device_routed_calls_;
     }
@@ -1141,45 +1127,65 @@ MtpResult CudaModel::mtp_rows_in_arena(SequenceState& state, const float* residu
     const StepInputs inputs(first_position, tokens, stream_);
     ctx.position = inputs.position();
 
-    // ê, fe, ĥ and U = fc_hidden(ĥ_s) + fe per stream (§6.3).
     DeviceScratch<float> replicated(static_cast<size_t>(n_rows * h), stream_);
     DeviceScratch<float> e_hat(static_cast<size_t>(n_rows * h), stream_);
-    launch_dependent(embed_kernel, dim3(static_cast<unsigned>(n_rows)), dim3(256), 0, stream_,
-                     mtp.embed, inputs.tokens(), int64_t{1}, replicated.data(), e_hat.data());
-    rms_norm_rows(e_hat.data(), mtp.pre_fc_norm_embedding, n_rows, h, h, ctx.eps(), e_hat.data(),
-                  stream_);
-    ctx.record("e_hat", e_hat.data(), n_rows * h);
     DeviceScratch<float> fe(static_cast<size_t>(n_rows * h), stream_);
-    linear_apply(mtp.fc_embedding, e_hat.data(), n_rows, fe.data(), stream_);
-    ctx.record("fe", fe.data(), n_rows * h);
     DeviceScratch<float> h_hat(static_cast<size_t>(n_rows * width), stream_);
     CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(h_hat.data(), residuals,
                                          static_cast<size_t>(n_rows * width) * sizeof(float),
                                          cudaMemcpyHostToDevice, stream_));
-    rms_norm_rows(h_hat.data(), mtp.pre_fc_norm_hidden, n_rows, width, width, ctx.eps(),
-                  h_hat.data(), stream_);
-    ctx.record("h_hat", h_hat.data(), n_rows * width);
     DeviceScratch<float> x(static_cast<size_t>(n_rows * width), stream_);
-    linear_apply(mtp.fc_hidden, h_hat.data(), n_rows * c.hc_count, x.data(), stream_);
-    launch_dependent(add_per_stream_kernel, dim3(elementwise_blocks(n_rows * width)), dim3(256), 0,
-                     stream_, x.data(), fe.data(), n_rows, c.hc_count, h);
-    ctx.record("U", x.data(), n_rows * width);
-
-    experts_.begin_step();
-    ctx.trace_prefix = "mtp.layer.";
-    decoder_layer(mtp.layers[layer_index], nullptr, dev.mtp_layers[layer_index], nullptr, x.data(),
-                  n_rows, first_position, ctx);
-    experts_.end_step();
-    if (trace != nullptr) {
-        ctx.trace_prefix.clear();
-        ctx.record("mtp.r_prime", x.data(), n_rows * width);
-    }
-
     MtpResult result;
     const int64_t first = all_logits ? 0 : n_rows - 1;
     result.n_logit_rows = n_rows - first;
-    head(mtp.mixer, mtp.lm_head, x.data() + first * width, result.n_logit_rows, trace,
-         "mtp.mixer_out", select, result.logits, result.tokens);
+    HeadBuffers head_out(result.n_logit_rows, c.vocab_size, select, stream_);
+
+    const DeviceLayerWeights& layer = mtp.layers[layer_index];
+    const auto call = [&] {
+        // ê, fe, ĥ and U = fc_hidden(ĥ_s) + fe per stream (§6.3).
+        launch_dependent(embed_kernel, dim3(static_cast<unsigned>(n_rows)), dim3(256), 0, stream_,
+                         mtp.embed, inputs.tokens(), int64_t{1}, replicated.data(), e_hat.data());
+        rms_norm_rows(e_hat.data(), mtp.pre_fc_norm_embedding, n_rows, h, h, ctx.eps(),
+                      e_hat.data(), stream_);
+        ctx.record("e_hat", e_hat.data(), n_rows * h);
+        linear_apply(mtp.fc_embedding, e_hat.data(), n_rows, fe.data(), stream_);
+        ctx.record("fe", fe.data(), n_rows * h);
+        rms_norm_rows(h_hat.data(), mtp.pre_fc_norm_hidden, n_rows, width, width, ctx.eps(),
+                      h_hat.data(), stream_);
+        ctx.record("h_hat", h_hat.data(), n_rows * width);
+        linear_apply(mtp.fc_hidden, h_hat.data(), n_rows * c.hc_count, x.data(), stream_);
+        launch_dependent(add_per_stream_kernel, dim3(elementwise_blocks(n_rows * width)), dim3(256),
+                         0, stream_, x.data(), fe.data(), n_rows, c.hc_count, h);
+        ctx.record("U", x.data(), n_rows * width);
+
+        ctx.trace_prefix = "mtp.layer.";
+        decoder_layer(layer, nullptr, dev.mtp_layers[layer_index], nullptr, x.data(), n_rows,
+                      first_position, ctx);
+        if (trace != nullptr) {
+            ctx.trace_prefix.clear();
+            ctx.record("mtp.r_prime", x.data(), n_rows * width);
+        }
+        head_launch(mtp.mixer, mtp.lm_head, x.data() + first * width, trace, "mtp.mixer_out",
+                    head_out);
+    };
+    // A draft call whose layer is routed on the device is one graph, as a trunk step is.
+    experts_.begin_step();
+    const std::span<const DeviceLayerWeights> layers(&layer, 1);
+    if (step_graph_possible(trace, n_rows, layers)) {
+        StepKey key{};
+        key.mtp_layer = static_cast<int64_t>(layer_index);
+        key.n_rows = n_rows;
+        key.all_logits = all_logits;
+        key.select = select != nullptr;
+        key.caches = dev.caches();
+        run_step_graph(key, layers, std::span<DeviceLayerState>(&dev.mtp_layers[layer_index], 1),
+                       first_position, call);
+    } else {
+        call();
+    }
+    experts_.end_step();
+
+    head_collect(select, head_out, result.logits, result.tokens);
     result.last_residual.resize(static_cast<size_t>(width));
     download(result.last_residual.data(), x.data() + (n_rows - 1) * width, width);
     return result;
