@@ -14,8 +14,10 @@
 // before they wait for the previous launch (the table is known before Q runs). Checked against a
 // double-precision host reference on layer 0; then times 48 layers × 10 random experts (Flash
 // shape, Q4 g64) from a CUDA graph, against a read-only kernel's bandwidth in the same run, in
-// three forms: all four launches, without Q (digits made outside the graph: what Q costs), and
-// gate/up + down only (what the combine launch costs).
+// several forms (`forms` in main): all four launches, without Q (digits made outside the graph),
+// without the combine, each launch alone (chained 48 times: what it adds to a layer), and builds
+// of gate/up and down with other register caps (how many blocks a multiprocessor holds, and so
+// how many waves a layer's launch takes).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -177,45 +179,53 @@ __device__ __forceinline__ float row_total(const RowAcc& acc, int h, int c) {
 constexpr int kWarps = 8;
 constexpr int kGroupsPerWarp = 5;
 
-// grid (I / 8, experts), 256 threads.
-__global__ void __launch_bounds__(256)
+// grid (I / 8, experts), W·32 threads; W warps over K, G groups each (W·G = 40). W = 8 (5 groups,
+// 80 bytes of codes per lane) needs 1.2 waves at 5 blocks per multiprocessor; W = 4 (10 groups,
+// 160 bytes per lane) fits 7 blocks per multiprocessor at ≤ 73 registers: one wave.
+template <int W, int G, int MinBlocks>
+__global__ void __launch_bounds__(W * 32, MinBlocks)
     gate_up_kernel(const Expert* table, const XGroup* xgroups, const float2* factors, float* h) {
+    static_assert(W * G == kHiddenGroups, "the warps cover K");
+    constexpr int kSlots = (G + 3) / 4;
     const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
     const int g = lane >> 2, c = lane & 3;
     const Expert& ex = table[blockIdx.y];
     const int row = static_cast<int>(blockIdx.x) * 8 + g;
-    const int g0 = warp * kGroupsPerWarp;
-    uint2 wg[kGroupsPerWarp], wu[kGroupsPerWarp];
+    const int g0 = warp * G;
+    uint2 wg[G], wu[G];
     const uint8_t* gate_row = ex.gate.codes + static_cast<size_t>(row) * (kHidden / 2) + 8 * c;
     const uint8_t* up_row = ex.up.codes + static_cast<size_t>(row) * (kHidden / 2) + 8 * c;
 #pragma unroll
-    for (int j = 0; j < kGroupsPerWarp; ++j) {
+    for (int j = 0; j < G; ++j) {
         wg[j] = load_stream2(gate_row + (g0 + j) * 32);
         wu[j] = load_stream2(up_row + (g0 + j) * 32);
     }
-    // Lane c of the quad holds the parameters of group g0 + c (lane 0 also g0 + 4).
-    const int pi = row * kHiddenGroups + g0 + c;
-    const uint32_t gs = ex.gate.scales[pi], gb = ex.gate.biases[pi];
-    const uint32_t us = ex.up.scales[pi], ub = ex.up.biases[pi];
-    const int p4 = row * kHiddenGroups + g0 + 4;
-    const uint32_t gs4 = ex.gate.scales[p4], gb4 = ex.gate.biases[p4];
-    const uint32_t us4 = ex.up.scales[p4], ub4 = ex.up.biases[p4];
+    // Lane c of the quad holds the parameters of groups g0 + 4k + c.
+    uint32_t gs[kSlots], gb[kSlots], us[kSlots], ub[kSlots];
+#pragma unroll
+    for (int k = 0; k < kSlots; ++k) {
+        const int pi = row * kHiddenGroups + g0 + min(4 * k + c, G - 1);
+        gs[k] = ex.gate.scales[pi];
+        gb[k] = ex.gate.biases[pi];
+        us[k] = ex.up.scales[pi];
+        ub[k] = ex.up.biases[pi];
+    }
     wait_for_previous_kernel();  // Q's digits
     allow_next_kernel();
     RowAcc acc;
     const int quad = lane & ~3;
 #pragma unroll
-    for (int j = 0; j < kGroupsPerWarp; ++j) {
+    for (int j = 0; j < G; ++j) {
         const int src = quad | (j & 3);
-        const uint32_t sgs = __shfl_sync(0xFFFFFFFFU, j < 4 ? gs : gs4, j < 4 ? src : quad);
-        const uint32_t sgb = __shfl_sync(0xFFFFFFFFU, j < 4 ? gb : gb4, j < 4 ? src : quad);
-        const uint32_t sus = __shfl_sync(0xFFFFFFFFU, j < 4 ? us : us4, j < 4 ? src : quad);
-        const uint32_t sub = __shfl_sync(0xFFFFFFFFU, j < 4 ? ub : ub4, j < 4 ? src : quad);
+        const uint32_t sgs = __shfl_sync(0xFFFFFFFFU, gs[j / 4], src);
+        const uint32_t sgb = __shfl_sync(0xFFFFFFFFU, gb[j / 4], src);
+        const uint32_t sus = __shfl_sync(0xFFFFFFFFU, us[j / 4], src);
+        const uint32_t sub = __shfl_sync(0xFFFFFFFFU, ub[j / 4], src);
         const uint2 w[2] = {wg[j], wu[j]};
         multiply_group(w, xgroups[g0 + j], factors[g0 + j], bf16(sgs), bf16(sgb), bf16(sus),
                        bf16(sub), lane, acc);
     }
-    __shared__ float partial[kWarps][8][2];
+    __shared__ float partial[W][8][2];
     const float gate = row_total(acc, 0, c), up = row_total(acc, 1, c);
     if (c == 0) {
         partial[warp][g][0] = gate;
@@ -224,7 +234,7 @@ __global__ void __launch_bounds__(256)
     __syncthreads();
     if (warp == 0 && c == 0) {
         float sg = 0.0F, su = 0.0F;
-        for (int w = 0; w < kWarps; ++w) {
+        for (int w = 0; w < W; ++w) {
             sg += partial[w][g][0];
             su += partial[w][g][1];
         }
@@ -232,8 +242,10 @@ __global__ void __launch_bounds__(256)
     }
 }
 
-// grid (H / 64, experts), 256 threads: warp = 2·tile + half.
-__global__ void __launch_bounds__(256)
+// grid (H / 64, experts), 256 threads: warp = 2·tile + half. MinBlocks 4 caps the registers at
+// 64, so that the 400 blocks of a layer fit in one wave (3 per multiprocessor hold 396).
+template <int MinBlocks>
+__global__ void __launch_bounds__(256, MinBlocks)
     down_kernel(const Expert* table, const float* h, float* parts) {
     const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
     const int g = lane >> 2, c = lane & 3;
@@ -427,51 +439,99 @@ int main() {
     CHECK(cudaMemcpy(d_x, x.data(), kHidden * 4, cudaMemcpyHostToDevice));
     cudaStream_t stream;
     CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    enum Form { kAll, kNoQuantize, kNoCombine };
-    const auto layer_launches = [&](cudaStream_t s, int layer, Form form) {
+    // A form is a set of launches per layer; the gate/up kernel is one of four builds.
+    enum : unsigned { kQ = 1, kGateUp = 2, kDown = 4, kCombine = 8 };
+    struct Form {
+        const char* name;
+        unsigned parts;
+        int gate_up;  // 0: 8 warps (as compiled), 1: 8 warps ≤ 64 registers, 2: ≤ 51, 3: 4 warps
+        int down_min_blocks = 1;  // 1 (as compiled) or 4 (≤ 64 registers)
+    };
+    const Form forms[] = {
+        {"Q + gate/up + down + combine", kQ | kGateUp | kDown | kCombine, 0},
+        {"gate/up + down + combine (no Q)", kGateUp | kDown | kCombine, 0},
+        {"gate/up + down (no Q, no combine)", kGateUp | kDown, 0},
+        {"gate/up only", kGateUp, 0},
+        {"down only", kDown, 0},
+        {"combine only", kCombine, 0},
+        {"no Q, gate/up <= 64 registers", kGateUp | kDown | kCombine, 1},
+        {"no Q, gate/up <= 51 registers", kGateUp | kDown | kCombine, 2},
+        {"no Q, gate/up 4 warps x 10 groups", kGateUp | kDown | kCombine, 3},
+        {"down only, <= 64 registers", kDown, 0, 4},
+        {"no Q, down <= 64 registers", kGateUp | kDown | kCombine, 0, 4},
+        {"Q + gate/up + down + combine, down <= 64 registers", kQ | kGateUp | kDown | kCombine, 0,
+         4},
+    };
+    const auto layer_launches = [&](cudaStream_t s, int layer, const Form& form) {
         const Expert* t = d_table + static_cast<size_t>(layer) * kActive;
-        if (form != kNoQuantize)
+        if (form.parts & kQ)
             launch(quantize_kernel, dim3(5), dim3(256), s, d_x, d_groups, d_factors);
-        launch(gate_up_kernel, dim3(kInter / 8, kActive), dim3(256), s, t, d_groups,
-               static_cast<const float2*>(d_factors), d_h);
-        launch(down_kernel, dim3(kHidden / 64, kActive), dim3(256), s, t,
-               static_cast<const float*>(d_h), d_parts);
-        if (form != kNoCombine) {
+        if (form.parts & kGateUp) {
+            const dim3 grid(kInter / 8, kActive);
+            const auto* f = static_cast<const float2*>(d_factors);
+            switch (form.gate_up) {
+                case 0:
+                    launch(gate_up_kernel<8, 5, 1>, grid, dim3(256), s, t, d_groups, f, d_h);
+                    break;
+                case 1:
+                    launch(gate_up_kernel<8, 5, 4>, grid, dim3(256), s, t, d_groups, f, d_h);
+                    break;
+                case 2:
+                    launch(gate_up_kernel<8, 5, 5>, grid, dim3(256), s, t, d_groups, f, d_h);
+                    break;
+                default: launch(gate_up_kernel<4, 10, 7>, grid, dim3(128), s, t, d_groups, f, d_h);
+            }
+        }
+        if (form.parts & kDown) {
+            if (form.down_min_blocks == 4) {
+                launch(down_kernel<4>, dim3(kHidden / 64, kActive), dim3(256), s, t,
+                       static_cast<const float*>(d_h), d_parts);
+            } else {
+                launch(down_kernel<1>, dim3(kHidden / 64, kActive), dim3(256), s, t,
+                       static_cast<const float*>(d_h), d_parts);
+            }
+        }
+        if (form.parts & kCombine) {
             launch(combine_kernel, dim3(kHidden / 256), dim3(256), s,
                    static_cast<const float*>(d_parts), d_y);
         }
     };
 
-    // Layer 0 against the host.
-    layer_launches(stream, 0, kAll);
-    CHECK(cudaStreamSynchronize(stream));
-    std::vector<float> y(kHidden);
-    CHECK(cudaMemcpy(y.data(), d_y, kHidden * 4, cudaMemcpyDeviceToHost));
-    std::vector<double> xd(x.begin(), x.end()), yref(kHidden, 0.0), ymag(kHidden, 0.0);
-    for (int e = 0; e < kActive; ++e) {
-        std::vector<double> gm, um, dm;
-        const std::vector<double> g = host_gemv(table[e].gate, kInter, kHidden, xd, &gm);
-        const std::vector<double> u = host_gemv(table[e].up, kInter, kHidden, xd, &um);
-        std::vector<double> hh(kInter);
-        for (int i = 0; i < kInter; ++i) hh[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
-        const std::vector<double> d = host_gemv(table[e].down, kHidden, kInter, hh, &dm);
+    // Layer 0 against the host, both gate/up forms.
+    for (int checked : {0, 6, 7, 8, 10}) {
+        layer_launches(stream, 0, forms[checked]);
+        if (checked >= 6)
+            layer_launches(stream, 0, forms[0]);  // forms without Q: digits from form 0
+        if (checked >= 6) layer_launches(stream, 0, forms[checked]);
+        CHECK(cudaStreamSynchronize(stream));
+        std::vector<float> y(kHidden);
+        CHECK(cudaMemcpy(y.data(), d_y, kHidden * 4, cudaMemcpyDeviceToHost));
+        std::vector<double> xd(x.begin(), x.end()), yref(kHidden, 0.0), ymag(kHidden, 0.0);
+        for (int e = 0; e < kActive; ++e) {
+            std::vector<double> gm, um, dm;
+            const std::vector<double> g = host_gemv(table[e].gate, kInter, kHidden, xd, &gm);
+            const std::vector<double> u = host_gemv(table[e].up, kInter, kHidden, xd, &um);
+            std::vector<double> hh(kInter);
+            for (int i = 0; i < kInter; ++i) hh[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
+            const std::vector<double> d = host_gemv(table[e].down, kHidden, kInter, hh, &dm);
+            for (int i = 0; i < kHidden; ++i) {
+                yref[i] += 0.1 * d[i];
+                ymag[i] += 0.1 * dm[i];
+            }
+        }
+        double worst = 0.0;
+        int worst_i = 0;
         for (int i = 0; i < kHidden; ++i) {
-            yref[i] += 0.1 * d[i];
-            ymag[i] += 0.1 * dm[i];
+            const double err = std::abs(y[i] - yref[i]) / (ymag[i] + 1e-30);
+            if (err > worst) {
+                worst = err;
+                worst_i = i;
+            }
         }
+        std::printf(
+            "layer 0 vs double host reference: worst |err| / sum|w||x| %.3g at %d (%g vs %g)%s\n",
+            worst, worst_i, y[worst_i], yref[worst_i], worst < 1e-4 ? "" : "  MISMATCH");
     }
-    double worst = 0.0;
-    int worst_i = 0;
-    for (int i = 0; i < kHidden; ++i) {
-        const double err = std::abs(y[i] - yref[i]) / (ymag[i] + 1e-30);
-        if (err > worst) {
-            worst = err;
-            worst_i = i;
-        }
-    }
-    std::printf(
-        "layer 0 vs double host reference: worst |err| / sum|w||x| %.3g at %d (%g vs %g)%s\n",
-        worst, worst_i, y[worst_i], yref[worst_i], worst < 1e-4 ? "" : "  MISMATCH");
 
     // The read-only ceiling.
     const size_t ro_bytes = size_t{4} << 30;
@@ -490,17 +550,16 @@ int main() {
     CHECK(cudaFree(ro));
 
     const double token_bytes = static_cast<double>(kLayers) * kActive * expert_bytes;
-    const char* names[] = {"Q + gate/up + down + combine", "gate/up + down + combine (no Q)",
-                           "Q + gate/up + down (no combine)"};
-    for (const Form form : {kAll, kNoQuantize, kNoCombine}) {
-        cudaGraphExec_t exec = capture(stream, [&](cudaStream_t s) {
-            for (int layer = 0; layer < kLayers; ++layer) layer_launches(s, layer, form);
-        });
-        const float ms = time_graph(exec, stream, 9);
-        CHECK(cudaGraphExecDestroy(exec));
-        const double gbs = token_bytes / (ms * 1e-3) / 1e9;
-        std::printf("int8 experts, %-34s %7.1f us/token  %6.0f GB/s  %4.1f%% of read-only\n",
-                    names[form], ms * 1e3, gbs, 100.0 * gbs / ro_gbs);
-    }
+    for (int repeat = 0; repeat < 2; ++repeat)
+        for (const Form& form : forms) {
+            cudaGraphExec_t exec = capture(stream, [&](cudaStream_t s) {
+                for (int layer = 0; layer < kLayers; ++layer) layer_launches(s, layer, form);
+            });
+            const float ms = time_graph(exec, stream, 9);
+            CHECK(cudaGraphExecDestroy(exec));
+            const double gbs = token_bytes / (ms * 1e-3) / 1e9;
+            std::printf("int8 experts, %-52s %7.1f us/token  %6.0f GB/s  %4.1f%% of read-only\n",
+                        form.name, ms * 1e3, gbs, 100.0 * gbs / ro_gbs);
+        }
     return 0;
 }
