@@ -1,4 +1,4 @@
-// GPU decode GEMV throughput: `gemv_cuda_bench [--quick] [--experts]` times
+// GPU decode GEMV throughput: `gemv_cuda_bench [--quick] [--experts] [--active N]` times
 // engine/cuda/affine_gemv.h on the Flash shapes (dense [10240, 2560] and [2560, 6144], an expert
 // [640, 2560], the short [320, 10240], [4, 10240] and [48, 2560]) at Q4/Q3/Q2 (and Q8) group 64 for
 // 1, 2 and 4 input rows, and the routed-expert SwiGLU block (10 experts of hidden 2560 ×
@@ -8,7 +8,8 @@
 // beside it). Each timed launch reads a different copy of the weights (≥ 1 GiB in rotation, far
 // past the 60 MB L2), and launches are replayed from a CUDA graph so launch gaps are those of the
 // engine's graphs; median of the replays. CHERENKOV_GEMV_MMA=0 times the FMA kernels instead of the
-// tensor-core ones.
+// tensor-core ones. --active N routes N experts per layer instead of 10 (how the launches' block
+// counts fill the multiprocessors).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -153,13 +154,13 @@ void bench_dense(int64_t rows, int64_t cols, int bits, const std::vector<int>& r
     }
 }
 
-// 48 layers × 10 experts per token, picked at random from `experts_per_layer` per layer.
-void bench_experts(int bits, const std::vector<int>& row_counts, double ceiling,
+// 48 layers × `active` experts per token, picked at random from `experts_per_layer` per layer.
+void bench_experts(int bits, int active, const std::vector<int>& row_counts, double ceiling,
                    cudaStream_t stream, uint8_t* pool, size_t pool_bytes, const float* x,
                    float* y) {
     const int group = 64;
     const int64_t hidden = 2560, inter = 640;
-    const int layers = 48, active = 10;
+    const int layers = 48;
     const Layout lg = layout(inter, hidden, bits, group);
     const Layout ld = layout(hidden, inter, bits, group);
     const size_t expert_stride = 2 * lg.stride + ld.stride;
@@ -221,8 +222,8 @@ void bench_experts(int bits, const std::vector<int>& row_counts, double ceiling,
         const float ms = time_graph(exec, stream, 9);
         CHECK(cudaGraphExecDestroy(exec));
         const double us = ms * 1e3;
-        print_row("experts", "48x10x[640,2560]", bits, n_rows, us, token_bytes / (us * 1e-6) / 1e9,
-                  ceiling);
+        print_row("experts", "48x" + std::to_string(active) + "x[640,2560]", bits, n_rows, us,
+                  token_bytes / (us * 1e-6) / 1e9, ceiling);
     }
     CHECK(cudaFree(d_table));
     CHECK(cudaFree(weights));
@@ -233,13 +234,18 @@ void bench_experts(int bits, const std::vector<int>& row_counts, double ceiling,
 
 int main(int argc, char** argv) {
     bool quick = false, experts_only = false;
+    int active = 10;
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "--quick") == 0) {
             quick = true;
         } else if (std::strcmp(argv[i], "--experts") == 0) {
             experts_only = true;
+        } else if (std::strcmp(argv[i], "--active") == 0 && i + 1 < argc &&
+                   std::atoi(argv[i + 1]) >= 1 && std::atoi(argv[i + 1]) <= 64) {
+            active = std::atoi(argv[++i]);
         } else {
-            std::fprintf(stderr, "usage: gemv_cuda_bench [--quick] [--experts]\n");
+            std::fprintf(stderr,
+                         "usage: gemv_cuda_bench [--quick] [--experts] [--active N (1-64)]\n");
             return 2;
         }
     }
@@ -280,7 +286,7 @@ int main(int argc, char** argv) {
         }
     }
     for (const int bits : bit_widths)
-        bench_experts(bits, row_counts, read_ceiling, stream, pool, pool_bytes, x, y);
+        bench_experts(bits, active, row_counts, read_ceiling, stream, pool, pool_bytes, x, y);
     CHECK(cudaFree(pool));
     CHECK(cudaFree(x));
     CHECK(cudaFree(y));
