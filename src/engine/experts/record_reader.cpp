@@ -3,7 +3,14 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstring>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 
 #include "base/error.h"
 #include "base/file.h"
@@ -38,10 +45,67 @@ RecordRead pread_all(int fd, std::span<std::byte> out, uint64_t offset) {
     return result;
 }
 
+// The per-thread buffer of non-temporal fills: small enough to stay in the core's L2 between the
+// pread that writes it and the copy that reads it.
+constexpr size_t kBounceBytes = size_t{256} << 10;
+
+// memcpy with non-temporal stores (a plain memcpy where there are none): the destination's lines
+// go to memory without being left in the caches. The fence orders them before the caller
+// publishes the read.
+void copy_non_temporal(std::byte* dst, const std::byte* src, size_t n) {
+#if defined(__x86_64__)
+    size_t done = 0;
+    const size_t misaligned = reinterpret_cast<uintptr_t>(dst) % 16;
+    if (misaligned != 0) {
+        done = std::min(n, 16 - misaligned);
+        std::memcpy(dst, src, done);
+    }
+    for (; done + 64 <= n; done += 64) {
+        const auto* from = reinterpret_cast<const __m128i*>(src + done);
+        auto* to = reinterpret_cast<__m128i*>(dst + done);
+        const __m128i a = _mm_loadu_si128(from);
+        const __m128i b = _mm_loadu_si128(from + 1);
+        const __m128i c = _mm_loadu_si128(from + 2);
+        const __m128i d = _mm_loadu_si128(from + 3);
+        _mm_stream_si128(to, a);
+        _mm_stream_si128(to + 1, b);
+        _mm_stream_si128(to + 2, c);
+        _mm_stream_si128(to + 3, d);
+    }
+    for (; done + 16 <= n; done += 16) {
+        _mm_stream_si128(reinterpret_cast<__m128i*>(dst + done),
+                         _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + done)));
+    }
+    if (done < n) std::memcpy(dst + done, src + done, n - done);
+    _mm_sfence();
+#else
+    std::memcpy(dst, src, n);
+#endif
+}
+
+// pread_all through the per-thread buffer, copied out with non-temporal stores.
+RecordRead pread_non_temporal(int fd, std::span<std::byte> out, uint64_t offset) {
+    thread_local std::vector<std::byte> bounce(kBounceBytes);
+    RecordRead result;
+    while (result.n_bytes < out.size()) {
+        const size_t want = std::min<size_t>(kBounceBytes, out.size() - result.n_bytes);
+        const RecordRead piece =
+            pread_all(fd, std::span(bounce.data(), want), offset + result.n_bytes);
+        copy_non_temporal(out.data() + result.n_bytes, bounce.data(), piece.n_bytes);
+        result.n_bytes += piece.n_bytes;
+        if (piece.error_number != 0) {
+            result.error_number = piece.error_number;
+            return result;
+        }
+        if (piece.n_bytes < want) return result;  // the file ended
+    }
+    return result;
+}
+
 }  // namespace
 
-FileRecordReader::FileRecordReader(const std::string& path, DirectIo mode)
-    : path_(path), buffered_fd_(open_read_only(path)) {
+FileRecordReader::FileRecordReader(const std::string& path, DirectIo mode, BufferedFill fill)
+    : path_(path), buffered_fd_(open_read_only(path)), fill_(fill) {
     size_bytes_ = file_size(buffered_fd_.get(), path_);
     if (mode == DirectIo::Off) return;
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
@@ -61,11 +125,18 @@ RecordRead FileRecordReader::read(std::span<std::byte> out, uint64_t offset) {
         if (result.error_number != EINVAL) return result;
         direct_enabled_.store(false, std::memory_order_relaxed);
     }
+    if (fill_ == BufferedFill::NonTemporal)
+        return pread_non_temporal(buffered_fd_.get(), out, offset);
     return pread_all(buffered_fd_.get(), out, offset);
 }
 
 std::unique_ptr<RecordReader> open_file_record_reader(const std::string& path, DirectIo mode) {
     return std::make_unique<FileRecordReader>(path, mode);
+}
+
+std::unique_ptr<RecordReader> open_file_record_reader_for_dma(const std::string& path,
+                                                              DirectIo mode) {
+    return std::make_unique<FileRecordReader>(path, mode, BufferedFill::NonTemporal);
 }
 
 }  // namespace cherenkov::engine

@@ -13,10 +13,12 @@
 #include "base/log.h"
 #include "engine/cuda/cuda_model.h"
 #include "engine/cuda/device_info.h"
+#include "engine/cuda/switched_off.h"
 #include "engine/experts/direct_expert_reader.h"
 #include "engine/experts/expert_cache.h"
 #include "engine/experts/expert_source_factory.h"
 #include "engine/experts/mapped_expert_table.h"
+#include "engine/experts/record_reader.h"
 #include "engine/runtime/checked_backend.h"
 #include "store/manifest/store_manifest.h"
 #include "store/store_check.h"
@@ -122,6 +124,10 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
         // The device pool caches; the host pool stages reads into it (or is the RAM tier). The
         // chunk's activations are on the device, so the host keeps no scratch for them.
         const std::string host = options.host_pool.empty() ? "staging" : options.host_pool;
+        // The device copies records out of the host pool by DMA: buffered reads leave them out
+        // of the CPU caches (record_reader.h; CHERENKOV_NT_FILL=0 for A/B runs).
+        if (!cuda::switched_off("CHERENKOV_NT_FILL"))
+            base.cache.open_reader = open_file_record_reader_for_dma;
         if (host == "staging") {
             const uint64_t step = static_cast<uint64_t>(base.max_rows * base.top_k);
             const uint64_t slot = base.cache.tables.at(options.expert_bits).layout.record_bytes;

@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -74,6 +77,47 @@ TEST(FileRecordReader, ReportsAShortReadAtTheEndOfTheFile) {
     EXPECT_EQ(read.error_number, 0);
     EXPECT_EQ(read.n_bytes, n_bytes);
     EXPECT_EQ(reader.size_bytes(), 2 * n_bytes);
+}
+
+// Non-temporal fills give the bytes plain reads give: reads longer than the per-thread buffer,
+// destinations at every alignment within 16 bytes, lengths that are not multiples of the store
+// width, and a short read at the end of the file.
+TEST(FileRecordReader, NonTemporalFillsGiveTheSameBytesAsPlainReads) {
+    TempDir dir;
+    const std::string path = dir.file("bytes.bin");
+    std::vector<std::byte> bytes(700'001);
+    uint64_t state = 7;
+    for (std::byte& b : bytes) {
+        state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+        b = static_cast<std::byte>(state >> 56);
+    }
+    {
+        std::FILE* f = std::fopen(path.c_str(), "wb");
+        ASSERT_NE(f, nullptr);
+        ASSERT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), f), bytes.size());
+        std::fclose(f);
+    }
+    FileRecordReader plain(path, DirectIo::Off);
+    FileRecordReader streamed(path, DirectIo::Off, BufferedFill::NonTemporal);
+    auto a = aligned_buffer(1 << 20);
+    auto b = aligned_buffer(1 << 20);
+    const uint64_t cases[][2] = {{0, 700'001}, {3, 600'000},  {4096, 262'144}, {17, 15},
+                                 {100, 64},    {699'990, 64}, {5, 262'145}};
+    for (int shift = 0; shift < 16; ++shift) {
+        for (const auto& [offset, length] : cases) {
+            std::memset(a.get(), 0, 1 << 20);
+            std::memset(b.get(), 0, 1 << 20);
+            const RecordRead x = plain.read(std::span(a.get() + shift, length), offset);
+            const RecordRead y = streamed.read(std::span(b.get() + shift, length), offset);
+            ASSERT_EQ(x.error_number, 0);
+            ASSERT_EQ(y.error_number, 0);
+            ASSERT_EQ(y.n_bytes, x.n_bytes) << offset << " " << length;
+            ASSERT_EQ(x.n_bytes, std::min<uint64_t>(length, bytes.size() - offset));
+            EXPECT_EQ(std::memcmp(a.get(), b.get(), 1 << 20), 0)
+                << "offset " << offset << " length " << length << " shift " << shift;
+            EXPECT_EQ(std::memcmp(b.get() + shift, bytes.data() + offset, y.n_bytes), 0);
+        }
+    }
 }
 
 TEST(FileRecordReader, MissingFileIsNotFound) {
