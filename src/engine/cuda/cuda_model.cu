@@ -753,6 +753,7 @@ bool CudaModel::run_graph(std::map<Key, cudaGraphExec_t>& graphs, std::map<Key, 
     if (graphs.size() >= max_graphs) {
         for (auto& [k, exec] : graphs) cudaGraphExecDestroy(exec);
         graphs.clear();
+        seen.clear();
     }
     cudaGraph_t graph = nullptr;
     CHERENKOV_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
@@ -778,9 +779,10 @@ bool CudaModel::run_graph(std::map<Key, cudaGraphExec_t>& graphs, std::map<Key, 
 void CudaModel::clear_graphs() {
     for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
     graphs_.clear();
+    seen_.clear();
     for (auto& [key, exec] : step_graphs_) cudaGraphExecDestroy(exec);
     step_graphs_.clear();
-    seen_.clear();
+    step_seen_.clear();
 }
 
 void CudaModel::grow_arenas() {
@@ -1005,9 +1007,11 @@ void CudaModel::run_step_graph(StepKey key, std::span<const DeviceLayerWeights> 
                                std::span<DeviceLayerState> states, int64_t position, Step&& step) {
     const q4::Config& c = weights_.config;
     // Every QSA layer has the same launch shape (step_graph_possible checked they agree on the
-    // indexer).
-    for (const DeviceLayerWeights& w : layers) {
-        if (w.qsa) key.qsa = qsa_launch_shape(c, w.qsa->has_indexer, position, key.n_rows);
+    // indexer): the first one's.
+    const auto qsa = std::find_if(layers.begin(), layers.end(),
+                                  [](const DeviceLayerWeights& w) { return w.qsa.has_value(); });
+    if (qsa != layers.end()) {
+        key.qsa = qsa_launch_shape(c, qsa->qsa->has_indexer, position, key.n_rows);
     }
     key.call_arena = call_arena_.base();
     key.call_generation = call_arena_.generation();
