@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "cuda_bench_support.cuh"
+#include "engine/cuda/expert_layer_imma.cuh"
 
 namespace {
 
@@ -333,6 +334,60 @@ void launch(Kernel kernel, dim3 grid, dim3 block, cudaStream_t stream, Args... a
     CHECK(cudaLaunchKernelEx(&config, kernel, args...));
 }
 
+// The one-launch layer kernel (engine/cuda/expert_layer_imma.cuh) for `Rows` rows.
+struct LayerKernel {
+    int slots[11] = {};
+    size_t smem[11] = {};
+    unsigned* counters = nullptr;
+};
+
+template <int Rows>
+void prepare_layer_kernel(LayerKernel& k) {
+    constexpr int kIndex = Rows;
+    namespace el = cherenkov::engine::cuda::expert_layer;
+    int device = 0, optin = 0;
+    CHECK(cudaGetDevice(&device));
+    CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    const el::Shape shape{kHidden, kInter};
+    k.slots[kIndex] = el::slots_that_fit(shape, Rows, optin);
+    k.smem[kIndex] = static_cast<size_t>(
+        el::smem_layout(shape, Rows, k.slots[kIndex], el::item_bytes(shape)).total);
+    CHECK(cudaFuncSetAttribute(el::experts_layer_kernel<Rows>,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(k.smem[kIndex])));
+    std::printf("layer kernel, %d rows: %d slots of %d bytes, %zu bytes of shared memory\n", Rows,
+                k.slots[kIndex], el::item_bytes(shape), k.smem[kIndex]);
+}
+
+template <int Rows>
+void launch_layer_kernel(const LayerKernel& k, const Expert* table, const float* x, float* h,
+                         float* parts, cudaStream_t s, int n_sms) {
+    namespace el = cherenkov::engine::cuda::expert_layer;
+    el::Params p{};
+    p.table = reinterpret_cast<const cherenkov::engine::cuda::ExpertAddress*>(table);
+    p.n_in_use = nullptr;
+    p.capacity = kActive;
+    p.x = x;
+    p.h = h;
+    p.parts = parts;
+    p.counters = k.counters;
+    p.shape = el::Shape{kHidden, kInter};
+    constexpr int kIndex = Rows;
+    p.n_slots = k.slots[kIndex];
+    p.slot_bytes = el::item_bytes(p.shape);
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(static_cast<unsigned>(n_sms));
+    config.blockDim = dim3(el::kThreads);
+    config.dynamicSmemBytes = k.smem[kIndex];
+    config.stream = s;
+    cudaLaunchAttribute attribute{};
+    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute.val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    CHECK(cudaLaunchKernelEx(&config, el::experts_layer_kernel<Rows>, p));
+}
+
 // Matrix bytes: codes, then bf16 scales and biases, 256-byte aligned pieces.
 size_t align256(size_t n) {
     return (n + 255) / 256 * 256;
@@ -550,6 +605,104 @@ int main() {
     CHECK(cudaFree(ro));
 
     const double token_bytes = static_cast<double>(kLayers) * kActive * expert_bytes;
+
+    // The one-launch layer kernel: layer 0 against the host at 1, 2 and 4 rows (row 0's bits the
+    // same at every row count), then 48 layers from a graph.
+    {
+        int n_sms = 0;
+        CHECK(cudaDeviceGetAttribute(&n_sms, cudaDevAttrMultiProcessorCount, 0));
+        LayerKernel lk;
+        CHECK(cudaMalloc(&lk.counters, 2 * kActive * sizeof(unsigned)));
+        CHECK(cudaMemset(lk.counters, 0, 2 * kActive * sizeof(unsigned)));
+        prepare_layer_kernel<1>(lk);
+        prepare_layer_kernel<2>(lk);
+        prepare_layer_kernel<4>(lk);
+        std::vector<float> x4(4 * kHidden);
+        for (int t = 0; t < 4; ++t)
+            for (int i = 0; i < kHidden; ++i)
+                x4[t * kHidden + i] =
+                    t == 0 ? x[i] : x[(i * 7 + 13 * t) % kHidden] * (t == 2 ? 1e-3F : 1.0F);
+        float *d_x4, *d_h4, *d_parts4;
+        CHECK(cudaMalloc(&d_x4, 4 * kHidden * 4));
+        CHECK(cudaMalloc(&d_h4, 4 * kActive * kInter * 4));
+        CHECK(cudaMalloc(&d_parts4, 4 * kActive * kHidden * 4));
+        CHECK(cudaMemcpy(d_x4, x4.data(), x4.size() * 4, cudaMemcpyHostToDevice));
+        std::vector<float> row0_bits;
+        for (int rows : {1, 2, 4}) {
+            CHECK(cudaMemset(d_parts4, 0xFF, 4 * kActive * kHidden * 4));
+            if (rows == 1) launch_layer_kernel<1>(lk, d_table, d_x4, d_h4, d_parts4, stream, n_sms);
+            if (rows == 2) launch_layer_kernel<2>(lk, d_table, d_x4, d_h4, d_parts4, stream, n_sms);
+            if (rows == 4) launch_layer_kernel<4>(lk, d_table, d_x4, d_h4, d_parts4, stream, n_sms);
+            CHECK(cudaStreamSynchronize(stream));
+            std::vector<float> parts(static_cast<size_t>(rows) * kActive * kHidden);
+            CHECK(cudaMemcpy(parts.data(), d_parts4, parts.size() * 4, cudaMemcpyDeviceToHost));
+            std::vector<unsigned> counters(2 * kActive);
+            CHECK(cudaMemcpy(counters.data(), lk.counters, counters.size() * 4,
+                             cudaMemcpyDeviceToHost));
+            bool zero = true;
+            for (unsigned v : counters) zero = zero && v == 0;
+            double worst = 0.0;
+            for (int t = 0; t < rows; ++t) {
+                std::vector<double> xd(x4.begin() + t * kHidden, x4.begin() + (t + 1) * kHidden);
+                for (int e = 0; e < kActive; ++e) {
+                    std::vector<double> gm, um, dm;
+                    const std::vector<double> gg =
+                        host_gemv(table[e].gate, kInter, kHidden, xd, &gm);
+                    const std::vector<double> uu = host_gemv(table[e].up, kInter, kHidden, xd, &um);
+                    std::vector<double> hh(kInter);
+                    for (int i = 0; i < kInter; ++i)
+                        hh[i] = gg[i] / (1.0 + std::exp(-gg[i])) * uu[i];
+                    const std::vector<double> d =
+                        host_gemv(table[e].down, kHidden, kInter, hh, &dm);
+                    for (int i = 0; i < kHidden; ++i) {
+                        const double got = parts[(static_cast<size_t>(e) * rows + t) * kHidden + i];
+                        worst = std::max(worst, std::abs(got - d[i]) / (dm[i] + 1e-30));
+                    }
+                }
+            }
+            bool same = true;
+            if (rows == 1) {
+                row0_bits.assign(parts.begin(), parts.end());
+            } else {
+                for (int e = 0; e < kActive; ++e)
+                    same = same && std::memcmp(&parts[static_cast<size_t>(e) * rows * kHidden],
+                                               &row0_bits[static_cast<size_t>(e) * kHidden],
+                                               kHidden * 4) == 0;
+            }
+            std::printf(
+                "layer kernel, %d rows, layer 0 vs double host: worst |err| / sum|w||x| "
+                "%.3g%s; row 0 bits %s; counters %s\n",
+                rows, worst, worst < 1e-4 ? "" : "  MISMATCH", same ? "same" : "DIFFER",
+                zero ? "zero" : "NOT ZERO");
+        }
+        for (int repeat = 0; repeat < 2; ++repeat) {
+            for (int form = 0; form < 4; ++form) {
+                cudaGraphExec_t exec = capture(stream, [&](cudaStream_t s) {
+                    for (int layer = 0; layer < kLayers; ++layer) {
+                        const Expert* t = d_table + static_cast<size_t>(layer) * kActive;
+                        if (form == 0 || form == 1)
+                            launch_layer_kernel<1>(lk, t, d_x4, d_h4, d_parts4, s, n_sms);
+                        if (form == 2)
+                            launch_layer_kernel<2>(lk, t, d_x4, d_h4, d_parts4, s, n_sms);
+                        if (form == 3)
+                            launch_layer_kernel<4>(lk, t, d_x4, d_h4, d_parts4, s, n_sms);
+                    }
+                });
+                const float ms = time_graph(exec, stream, 9);
+                CHECK(cudaGraphExecDestroy(exec));
+                const double gbs = token_bytes / (ms * 1e-3) / 1e9;
+                static const char* names[] = {
+                    "layer kernel, 1 row",
+                    "layer kernel + combine, 1 row",
+                    "layer kernel, 2 rows",
+                    "layer kernel, 4 rows",
+                };
+                std::printf(
+                    "int8 experts, %-52s %7.1f us/token  %6.0f GB/s  %4.1f%% of read-only\n",
+                    names[form], ms * 1e3, gbs, 100.0 * gbs / ro_gbs);
+            }
+        }
+    }
     for (int repeat = 0; repeat < 2; ++repeat)
         for (const Form& form : forms) {
             cudaGraphExec_t exec = capture(stream, [&](cudaStream_t s) {
