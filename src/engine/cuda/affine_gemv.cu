@@ -29,6 +29,7 @@
 #include "engine/cuda/affine_gemv_mma.h"
 #include "engine/cuda/cuda_check.cuh"
 #include "engine/cuda/dependent_launch.cuh"
+#include "engine/cuda/expert_layer.h"
 
 namespace cherenkov::engine::cuda {
 namespace {
@@ -587,6 +588,10 @@ void queue_expert_parts(const ExpertShape& shape, const ExpertAddress* table, in
                         const int* n_in_use = nullptr) {
     const auto hidden = static_cast<size_t>(shape.hidden);
     const auto inter = static_cast<size_t>(shape.intermediate);
+    if (layer_experts_take(shape, n_rows)) {
+        layer_experts_parts(shape, table, n_experts, x, n_rows, h, part, cs, n_in_use);
+        return;
+    }
     if (bulk_experts_take(shape, n_rows)) {
         bulk_experts_gate_up(shape, table, n_experts, x, n_rows, h, cs, n_in_use);
         bulk_experts_down(shape, table, n_experts, h, n_rows, part, cs, n_in_use);

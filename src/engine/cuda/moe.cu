@@ -27,6 +27,7 @@
 #include "engine/cuda/device_math.cuh"
 #include "engine/cuda/expert_gemm.h"
 #include "engine/cuda/expert_group.h"
+#include "engine/cuda/expert_layer.h"
 #include "engine/experts/expert_source.h"
 
 namespace cherenkov::engine::cuda {
@@ -956,8 +957,14 @@ void moe_forward_on_device(const DeviceMoeWeights& weights, const ExpertAddress*
     DeviceScratch<float> parts(static_cast<size_t>(capacity * n_rows * h), stream);
 
     // The shared expert's gate (and the shared expert when it is not in the routed launches) on a
-    // side stream beside the routing and the routed experts: only the combine needs them.
-    const SideStreams* side = ctx.trace == nullptr ? ctx.side : nullptr;
+    // side stream beside the routing and the routed experts: only the combine needs them. A shared
+    // expert that takes the one-launch kernel stays on the main stream: two of those launches must
+    // never run at once (expert_layer.h).
+    const bool shared_alone_in_one_launch =
+        !shared_inside && weights.shared_expert != nullptr &&
+        layer_experts_take(weights.shared_shape, static_cast<int>(n_rows));
+    const SideStreams* side =
+        ctx.trace == nullptr && !shared_alone_in_one_launch ? ctx.side : nullptr;
     DeviceContext shared_ctx = ctx;
     if (side != nullptr) {
         side->fork(stream, 1);

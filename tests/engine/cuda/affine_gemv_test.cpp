@@ -22,6 +22,7 @@
 #include "engine/cuda/device_buffer.h"
 #include "engine/cuda/device_info.h"
 #include "engine/cuda/device_test.h"
+#include "engine/cuda/expert_layer.h"
 
 namespace cherenkov::engine::cuda {
 namespace {
@@ -483,6 +484,78 @@ TEST_F(CudaAffineGemv, ExpertPartsStopAtTheDeviceCount) {
             EXPECT_TRUE(std::isnan(part_counted[part_floats - 1])) << what;
         }
     }
+}
+
+// The one-launch expert kernel (expert_layer.h, Hopper, 4-bit groups of 64): the CPU's
+// composition on the Flash shape and a smaller one, for tables of 1 to 11 experts, and each row's
+// bits the same whatever the number of rows in the call (drafts must not change a token's text).
+TEST_F(CudaAffineGemv, OneLaunchExpertsMatchTheCpuAndKeepEachRowsBits) {
+    struct Case {
+        int64_t hidden, inter;
+        int n_experts;
+    };
+    int checked = 0;
+    for (const Case& k : {Case{2560, 640, 11}, Case{2560, 640, 1}, Case{512, 256, 7}}) {
+        const TestExperts ex = make_experts(k.n_experts, k.hidden, k.inter, 4, 64,
+                                            300 + k.n_experts + static_cast<uint64_t>(k.inter));
+        if (!layer_experts_take(ex.shape, 1)) continue;
+        ++checked;
+        const auto hidden = static_cast<size_t>(k.hidden);
+        const auto inter = static_cast<size_t>(k.inter);
+        const auto x = random_vector(kMaxGemvRows * hidden, 41 + k.n_experts);
+        DeviceBuffer d_x(x.size() * 4), d_x1(hidden * 4);
+        d_x.upload(x.data(), x.size() * 4);
+        // Each row alone: the reference bits.
+        std::vector<std::vector<float>> alone(kMaxGemvRows);
+        const size_t h1 = k.n_experts * inter, p1 = k.n_experts * hidden;
+        DeviceBuffer d_h(h1 * kMaxGemvRows * 4), d_part(p1 * kMaxGemvRows * 4);
+        for (int t = 0; t < kMaxGemvRows; ++t) {
+            d_x1.upload(x.data() + t * hidden, hidden * 4);
+            d_part.fill(0xFF);
+            layer_experts_parts(ex.shape, ex.d_table.as<ExpertAddress>(), k.n_experts,
+                                d_x1.as<float>(), 1, d_h.as<float>(), d_part.as<float>(), nullptr);
+            alone[t].resize(p1);
+            d_part.download(alone[t].data(), p1 * 4);
+        }
+        for (int n_rows = 1; n_rows <= kMaxGemvRows; ++n_rows) {
+            d_part.fill(0xFF);
+            affine_experts_swiglu_parts(ex.shape, ex.d_table.as<ExpertAddress>(), k.n_experts,
+                                        d_x.as<float>(), n_rows, d_h.as<float>(),
+                                        d_part.as<float>(), nullptr);
+            std::vector<float> parts(p1 * n_rows);
+            d_part.download(parts.data(), parts.size() * 4);
+            for (int e = 0; e < k.n_experts; ++e) {
+                for (int t = 0; t < n_rows; ++t) {
+                    EXPECT_EQ(std::memcmp(&parts[(e * n_rows + t) * hidden], &alone[t][e * hidden],
+                                          hidden * 4),
+                              0)
+                        << "hidden=" << k.hidden << " experts=" << k.n_experts
+                        << " n_rows=" << n_rows << " expert " << e << " row " << t;
+                }
+            }
+        }
+        // The weighted sum of the four rows' parts against the CPU.
+        const auto weights = routing_weights(k.n_experts, kMaxGemvRows, 3 + k.n_experts);
+        std::vector<float> expected(kMaxGemvRows * hidden, 0.0F);
+        std::vector<double> scale(expected.size(), 0.0);
+        cpu_experts(ex, weights, k.n_experts, x, kMaxGemvRows, &expected, &scale, &pool_);
+        DeviceBuffer d_w(weights.size() * 4), d_y(expected.size() * 4);
+        DeviceBuffer d_scratch(affine_experts_scratch_floats(ex.shape, k.n_experts, kMaxGemvRows) *
+                               4);
+        d_w.upload(weights.data(), weights.size() * 4);
+        affine_experts_swiglu(ex.shape, ex.d_table.as<ExpertAddress>(), d_w.as<float>(),
+                              k.n_experts, d_x.as<float>(), kMaxGemvRows, d_scratch.as<float>(),
+                              d_y.as<float>(), false, nullptr);
+        std::vector<float> got(expected.size());
+        d_y.download(got.data(), got.size() * 4);
+        for (size_t i = 0; i < got.size(); ++i) {
+            const double diff = std::fabs(static_cast<double>(got[i]) - expected[i]);
+            ASSERT_LE(diff, kTolerance * scale[i] + 1e-6)
+                << "hidden=" << k.hidden << " i=" << i << " gpu=" << got[i]
+                << " cpu=" << expected[i];
+        }
+    }
+    if (checked == 0) GTEST_SKIP() << "the one-launch expert kernel needs sm_90";
 }
 
 TEST_F(CudaAffineGemv, RejectsBadArguments) {
