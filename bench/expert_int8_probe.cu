@@ -76,14 +76,7 @@ __device__ __forceinline__ uint2 load_stream2(const void* p) {
     return v;
 }
 
-__device__ __forceinline__ void mma_u8s8(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                         uint32_t a3, uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};"
-        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
+using cherenkov::engine::cuda::expert_layer::detail::mma_u8s8;
 
 // Quantizes 2 values per lane of one group of 64 (lane l holds positions 2l, 2l+1) into the B
 // layout: position p = 16c + 8s + 2i + o sits in byte i of b[s][digit][c].(o ? y : x).

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "cuda_bench_support.cuh"
+#include "engine/cuda/expert_layer_imma.cuh"
 
 namespace {
 
@@ -101,30 +102,11 @@ template <int N>
 __device__ __forceinline__ void wait_group() {
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
-__device__ __forceinline__ void bar_init(uint64_t* bar) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(bar)) : "memory");
-}
-__device__ __forceinline__ void bar_expect(uint64_t* bar, uint32_t bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)),
-                 "r"(bytes)
-                 : "memory");
-}
-__device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t bytes,
-                                          uint64_t* bar) {
-    asm volatile(
-        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
-            "r"(smem_addr(dst)),
-        "l"(src), "r"(bytes), "r"(smem_addr(bar))
-        : "memory");
-}
-__device__ __forceinline__ void bar_wait(uint64_t* bar, uint32_t parity) {
-    asm volatile(
-        "{\n .reg .pred done;\n wait_%=:\n"
-        " mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-        " @!done bra wait_%=;\n}" ::"r"(smem_addr(bar)),
-        "r"(parity)
-        : "memory");
-}
+// The mbarrier and bulk-copy calls of the engine's one-launch expert kernel.
+using cherenkov::engine::cuda::expert_layer::detail::barrier_expect;
+using cherenkov::engine::cuda::expert_layer::detail::barrier_init;
+using cherenkov::engine::cuda::expert_layer::detail::barrier_wait;
+using cherenkov::engine::cuda::expert_layer::detail::bulk_copy;
 
 __device__ __forceinline__ uint32_t fold_stage(const uint8_t* stage, int bytes) {
     uint32_t acc = 0;
@@ -183,7 +165,7 @@ __device__ void issue_bulk(const Tile& t, uint8_t* stage, uint64_t* bar) {
     // Rows padded by 32 bytes so a warp's reads of eight rows hit distinct banks.
     const int stride = PerRow ? t.row_bytes + 32 : t.row_bytes;
     const int codes = t.rows * stride;
-    bar_expect(bar, static_cast<uint32_t>(t.rows * t.row_bytes + 2 * t.param_bytes));
+    barrier_expect(bar, static_cast<uint32_t>(t.rows * t.row_bytes + 2 * t.param_bytes));
     if constexpr (PerRow) {
         for (int r = 0; r < t.rows; ++r) {
             bulk_copy(stage + r * stride, t.codes + r * t.row_bytes, t.row_bytes, bar);
@@ -201,7 +183,7 @@ __global__ void __launch_bounds__(kThreads)
     extern __shared__ __align__(128) uint8_t smem[];
     __shared__ __align__(8) uint64_t bars[S];
     if (threadIdx.x == 0) {
-        for (int s = 0; s < S; ++s) bar_init(&bars[s]);
+        for (int s = 0; s < S; ++s) barrier_init(&bars[s]);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncthreads();
@@ -217,7 +199,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     uint32_t acc = 0;
     for (int i = 0; i < mine; ++i) {
-        bar_wait(&bars[i % S], static_cast<uint32_t>((i / S) & 1));
+        barrier_wait(&bars[i % S], static_cast<uint32_t>((i / S) & 1));
         const Tile t = tiles[first + i * stride];
         acc ^= fold_stage(smem + (i % S) * kStageBytes,
                           t.rows * (PerRow ? t.row_bytes + 32 : t.row_bytes) + 2 * t.param_bytes);
