@@ -18,8 +18,8 @@ namespace cherenkov::engine::cuda {
 
 namespace {
 
-// Entries a launch's table may have: every expert of a model plus the shared one, with room.
-constexpr int kMaxTable = 2048;
+// Entries a launch's table may have (affine_experts_swiglu's bound): 512 KB of counters a stream.
+constexpr int kMaxTable = 65535;
 
 bool switched_off_here() {
     static const bool off = switched_off("CHERENKOV_EXPERT_LAYER");
@@ -46,7 +46,8 @@ int slots_for(const ExpertShape& shape, int n_rows) {
 }
 
 // The counters of the launches queued on one stream: they run one after another, and each leaves
-// them zero. Made once per stream, outside any capture (cudaMalloc and a synchronous clear).
+// them zero. Made at a stream's first launch (in practice before any capture; in relaxed capture
+// mode, with the clear on a stream of its own, should one be under way).
 unsigned* counters_for(cudaStream_t stream) {
     static std::mutex mutex;
     static std::map<cudaStream_t, unsigned*> counters;
