@@ -313,11 +313,14 @@ __global__ void combine_kernel(const float* parts, float* y) {
     y[d] = sum;
 }
 
+// A launch with launch overlap (programmatic stream serialization) and `smem` dynamic bytes.
 template <typename Kernel, typename... Args>
-void launch(Kernel kernel, dim3 grid, dim3 block, cudaStream_t stream, Args... args) {
+void launch_with(Kernel kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                 Args... args) {
     cudaLaunchConfig_t config{};
     config.gridDim = grid;
     config.blockDim = block;
+    config.dynamicSmemBytes = smem;
     config.stream = stream;
     cudaLaunchAttribute attribute{};
     attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -327,29 +330,33 @@ void launch(Kernel kernel, dim3 grid, dim3 block, cudaStream_t stream, Args... a
     CHECK(cudaLaunchKernelEx(&config, kernel, args...));
 }
 
+template <typename Kernel, typename... Args>
+void launch(Kernel kernel, dim3 grid, dim3 block, cudaStream_t stream, Args... args) {
+    launch_with(kernel, grid, block, 0, stream, args...);
+}
+
 // The one-launch layer kernel (engine/cuda/expert_layer_imma.cuh) for `Rows` rows.
 struct LayerKernel {
-    int slots[11] = {};
-    size_t smem[11] = {};
+    int slots[5] = {};  // by rows
+    size_t smem[5] = {};
     unsigned* counters = nullptr;
 };
 
 template <int Rows>
 void prepare_layer_kernel(LayerKernel& k) {
-    constexpr int kIndex = Rows;
     namespace el = cherenkov::engine::cuda::expert_layer;
     int device = 0, optin = 0;
     CHECK(cudaGetDevice(&device));
     CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
     const el::Shape shape{kHidden, kInter};
-    k.slots[kIndex] = el::slots_that_fit(shape, Rows, optin);
-    k.smem[kIndex] = static_cast<size_t>(
-        el::smem_layout(shape, Rows, k.slots[kIndex], el::item_bytes(shape)).total);
+    k.slots[Rows] = el::slots_that_fit(shape, Rows, optin);
+    k.smem[Rows] = static_cast<size_t>(
+        el::smem_layout(shape, Rows, k.slots[Rows], el::item_bytes(shape)).total);
     CHECK(cudaFuncSetAttribute(el::experts_layer_kernel<Rows>,
                                cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(k.smem[kIndex])));
+                               static_cast<int>(k.smem[Rows])));
     std::printf("layer kernel, %d rows: %d slots of %d bytes, %zu bytes of shared memory\n", Rows,
-                k.slots[kIndex], el::item_bytes(shape), k.smem[kIndex]);
+                k.slots[Rows], el::item_bytes(shape), k.smem[Rows]);
 }
 
 template <int Rows>
@@ -365,20 +372,10 @@ void launch_layer_kernel(const LayerKernel& k, const Expert* table, const float*
     p.parts = parts;
     p.counters = k.counters;
     p.shape = el::Shape{kHidden, kInter};
-    constexpr int kIndex = Rows;
-    p.n_slots = k.slots[kIndex];
+    p.n_slots = k.slots[Rows];
     p.slot_bytes = el::item_bytes(p.shape);
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(static_cast<unsigned>(n_sms));
-    config.blockDim = dim3(el::kThreads);
-    config.dynamicSmemBytes = k.smem[kIndex];
-    config.stream = s;
-    cudaLaunchAttribute attribute{};
-    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attribute.val.programmaticStreamSerializationAllowed = 1;
-    config.attrs = &attribute;
-    config.numAttrs = 1;
-    CHECK(cudaLaunchKernelEx(&config, el::experts_layer_kernel<Rows>, p));
+    launch_with(el::experts_layer_kernel<Rows>, dim3(static_cast<unsigned>(n_sms)),
+                dim3(el::kThreads), k.smem[Rows], s, p);
 }
 
 // Matrix bytes: codes, then bf16 scales and biases, 256-byte aligned pieces.
