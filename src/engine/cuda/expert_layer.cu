@@ -1,10 +1,11 @@
 // Host side of the one-launch expert kernel (expert_layer.h): which shapes it takes, the shared
-// memory it is given, the counters its down items wait on, and the launch.
+// memory it is given, the tagged h its down items wait on, and the launch.
 #include <cuda_runtime.h>
 
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "base/error.h"
 #include "engine/cuda/cuda_check.cuh"
@@ -18,7 +19,7 @@ namespace cherenkov::engine::cuda {
 
 namespace {
 
-// Entries a launch's table may have (affine_experts_swiglu's bound): 512 KB of counters a stream.
+// Entries a launch's table may have (affine_experts_swiglu's bound).
 constexpr int kMaxTable = 65535;
 
 bool switched_off_here() {
@@ -45,30 +46,66 @@ int slots_for(const ExpertShape& shape, int n_rows) {
     return expert_layer::slots_that_fit(layer_shape(shape), n_rows, max_dynamic_smem());
 }
 
-// The counters of the launches queued on one stream: they run one after another, and each leaves
-// them zero. Made at a stream's first launch (in practice before any capture; in relaxed capture
-// mode, with the clear on a stream of its own, should one be under way).
-unsigned* counters_for(cudaStream_t stream) {
-    static std::mutex mutex;
-    static std::map<cudaStream_t, unsigned*> counters;
-    const std::lock_guard<std::mutex> lock(mutex);
-    auto it = counters.find(stream);
-    if (it != counters.end()) return it->second;
+// What the launches queued on one stream share: the count of blocks started (each launch's tag
+// comes from it), and the tagged h, which only grows. Launches on
+// one stream run one after another, so one set serves them all. A buffer outgrown is kept: a
+// captured graph may still name it. Made and grown outside any capture in practice; within one
+// (relaxed mode), the allocation and its clearing run on a stream of their own.
+struct StreamShared {
+    unsigned long long* blocks_started = nullptr;
+    unsigned long long* h = nullptr;
+    size_t h_words = 0;
+    std::vector<unsigned long long*> outgrown;
+};
+
+// Runs `fill` (allocations and clears on `side`) outside the caller's stream capture.
+template <typename Fill>
+void outside_capture(Fill fill) {
     cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
     CHERENKOV_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
-    unsigned* buffer = nullptr;
     cudaStream_t side = nullptr;
-    cudaError_t status = cudaMalloc(&buffer, 2 * kMaxTable * sizeof(unsigned));
-    if (status == cudaSuccess) status = cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking);
-    if (status == cudaSuccess) {
-        status = cudaMemsetAsync(buffer, 0, 2 * kMaxTable * sizeof(unsigned), side);
-    }
+    cudaError_t status = cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking);
+    if (status == cudaSuccess) status = fill(side);
     if (status == cudaSuccess) status = cudaStreamSynchronize(side);
     if (side != nullptr) cudaStreamDestroy(side);
     CHERENKOV_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
     CHERENKOV_CUDA_CHECK(status);
-    counters.emplace(stream, buffer);
-    return buffer;
+}
+
+struct LaunchShared {
+    unsigned long long* blocks_started;
+    unsigned long long* h;
+};
+
+// The stream's shared buffers, with room for h_words tagged words of h.
+LaunchShared shared_for(cudaStream_t stream, size_t h_words) {
+    static std::mutex mutex;
+    static std::map<cudaStream_t, StreamShared> by_stream;
+    const std::lock_guard<std::mutex> lock(mutex);
+    StreamShared& sh = by_stream[stream];
+    if (sh.blocks_started == nullptr) {
+        unsigned long long* count = nullptr;
+        outside_capture([&](cudaStream_t side) {
+            cudaError_t status = cudaMalloc(&count, sizeof *count);
+            if (status == cudaSuccess) status = cudaMemsetAsync(count, 0, sizeof *count, side);
+            return status;
+        });
+        sh.blocks_started = count;
+    }
+    if (sh.h_words < h_words) {
+        unsigned long long* grown = nullptr;
+        outside_capture([&](cudaStream_t side) {
+            cudaError_t status = cudaMalloc(&grown, h_words * sizeof *grown);
+            if (status == cudaSuccess) {
+                status = cudaMemsetAsync(grown, 0, h_words * sizeof *grown, side);
+            }
+            return status;
+        });
+        if (sh.h != nullptr) sh.outgrown.push_back(sh.h);
+        sh.h = grown;
+        sh.h_words = h_words;
+    }
+    return {sh.blocks_started, sh.h};
 }
 
 template <int Rows>
@@ -80,6 +117,8 @@ void launch_rows(const expert_layer::Params& p, size_t smem, cudaStream_t stream
         return true;
     }();
     (void)configured;
+    // Always one block per multiprocessor: the tag of a launch is the stream's started-block
+    // count over the grid, so every launch on a stream must have the same grid.
     launch_dependent(kernel, dim3(static_cast<unsigned>(multiprocessors())),
                      dim3(expert_layer::kThreads), smem, stream, p);
 }
@@ -110,7 +149,10 @@ void layer_experts_parts(const ExpertShape& shape, const ExpertAddress* table, i
     p.x = x;
     p.h = h;
     p.parts = parts;
-    p.counters = counters_for(cs);
+    const LaunchShared shared = shared_for(
+        cs, static_cast<size_t>(n_experts) * n_rows * static_cast<size_t>(shape.intermediate));
+    p.h_tagged = shared.h;
+    p.blocks_started = shared.blocks_started;
     p.shape = layer_shape(shape);
     p.n_slots = slots_for(shape, n_rows);
     p.slot_bytes = expert_layer::item_bytes(p.shape);

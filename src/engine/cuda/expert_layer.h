@@ -10,7 +10,8 @@
 // of other blocks, and with the multiprocessors shared between two launches' resident blocks
 // neither might get the rest of its blocks in. Launches on one stream are safe (the next one's
 // blocks start only once every block of the one before has, and wait for it to end); the engine
-// keeps them all on its main stream.
+// keeps them all on its main stream. The launches on one stream also share the tagged copy of h
+// that crosses blocks (expert_layer_imma.cuh, store_tagged) and the count its tags come from.
 #pragma once
 
 #include "engine/cuda/affine_gemv.h"

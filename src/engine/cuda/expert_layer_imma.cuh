@@ -6,12 +6,15 @@
 // Why one launch: at one row a layer's experts are ~28 MB, ~6 µs of HBM time, and the two
 // dependent launches of the bulk kernels spend as long again on ramps, tails and the hand-off
 // (docs/gemv-tensor-core.md). Here one block per multiprocessor has a copy warp ask the bulk copy
-// engine for its items' bytes at once (a ring of slots in shared memory nearly as deep as the
-// block's work: at one row 9 slots for 9-10 items), while five teams of four warps multiply each
-// item as it lands:
+// engine for its items' bytes, two items in flight at a time (kItemsInFlight), into a ring of
+// slots in shared memory nearly as deep as the block's work (at one row 9 slots for 9-10 items,
+// so a landed item waits for its team, not the copies for a slot), while five teams of four
+// warps multiply each item as it lands:
 //   gate/up item  8 intermediate rows of one expert (8 gate + 8 up rows: one m16 tile, so SwiGLU is
-//                 in-lane), over all of K; it publishes h and raises its expert's counter
-//   down item     64 output rows of one expert; it waits for the counter, then quantizes h
+//                 in-lane), over all of K; it publishes its 8 values of h, tagged with the
+//                 launch (store_tagged: no fence)
+//   down item     64 output rows of one expert; it reads its expert's h until every value carries
+//                 the launch's tag, then quantizes it
 // Items are numbered gate/up first, then down, and block b takes items b, b + grid, …, so every
 // block's gate/up items come before its down items: a down item only ever waits for gate/up items
 // of running blocks, which wait for nothing (every block is resident, one per multiprocessor, and
@@ -80,10 +83,23 @@ __host__ __device__ inline SlotOf slot_of(int k, int n_slots) {
     return {team + kTeams * (nth % owned), nth / owned};
 }
 
-// Shared memory, in order: 2 × kMaxSlots mbarriers, x's digits and factors, per team h's digits,
-// factors and two buffers of warp partials, then the slots (128-byte aligned).
+// A block's first items, planned once (plan_item) so that a team's loop reads its item's expert,
+// row block and slot from shared memory instead of dividing by runtime counts for each one.
+constexpr int kPlannedItems = 64;
+
+// Items a block's copies may have in flight. All of them at once (9 at one row) filled the L2 and
+// memory queues so deeply that every cross-block round trip of h (a gate/up item's stores, a down
+// item's polls and loads) took 1-2 µs on the H200; two keep the DRAM as busy and the queues short
+// (one row 596 → 575 µs a token, two rows 812 → 727, four 1283 → 1227). Fewer than kTeams, so the
+// slot of item k − kItemsInFlight has not been reused when the copy warp waits for its landing.
+constexpr int kItemsInFlight = 2;
+static_assert(kItemsInFlight < kTeams, "the in-flight wait needs the slot's current phase");
+
+// Shared memory, in order: 2 × kMaxSlots mbarriers, the zero block, the planned items, the tag,
+// x's digits and factors, per team h's digits, factors and two buffers of warp partials, then the
+// slots (128-byte aligned).
 struct SmemLayout {
-    int zeros, x_digits, x_factors, team_bytes, team0, slots, total;
+    int zeros, plans, tag, x_digits, x_factors, team_bytes, team0, slots, total;
     int h_digits, h_factors, partials;  // offsets inside a team's region
 };
 
@@ -95,7 +111,9 @@ __host__ __device__ inline SmemLayout smem_layout(const Shape& s, int rows, int 
                                                   int slot_bytes) {
     SmemLayout l{};
     l.zeros = 2 * kMaxSlots * 8;  // the fragments of lanes whose columns are unused
-    l.x_digits = l.zeros + kPairFragmentBytes;
+    l.plans = l.zeros + kPairFragmentBytes;
+    l.tag = l.plans + kPlannedItems * 4;
+    l.x_digits = l.tag + 16;
     l.x_factors = l.x_digits + rows * (s.hidden / 128) * kPairFragmentBytes;
     l.h_digits = 0;
     l.h_factors = rows * (s.intermediate / 128) * kPairFragmentBytes;
@@ -111,14 +129,26 @@ struct Params {
     const ExpertAddress* table;  // [capacity]; every pointer 16-byte aligned
     const int* n_in_use;         // null: all `capacity` entries
     int capacity;
-    const float* x;      // [rows, hidden]
-    float* h;            // [capacity, rows, intermediate]
-    float* parts;        // [capacity, rows, hidden]
-    unsigned* counters;  // [2 · capacity], zero before the launch and left zero after it
+    const float* x;                // [rows, hidden]
+    float* h;                      // [capacity, rows, intermediate]
+    float* parts;                  // [capacity, rows, hidden]
+    unsigned long long* h_tagged;  // [capacity, rows, intermediate]: h with this launch's tag
+    // Blocks started by the launches before on this stream, all of gridDim.x blocks: a launch's
+    // tag is that count over the grid, plus one (0 is what a cleared h holds).
+    unsigned long long* blocks_started;
     Shape shape;
     int n_slots;
     int slot_bytes;
+    // Null in the engine. The timeline probe (bench/expert_int8_probe) passes kTraceEvents
+    // %globaltimer stamps per block: what a layer's time is spent on.
+    unsigned long long* trace = nullptr;
 };
+
+// Trace events of a block: entry, past the wait for the previous kernel, the copy warp's first
+// round of copies issued, x quantized; then per item k < kTraceItems: landed, h ready (down
+// items), done.
+constexpr int kTraceItems = 12;
+constexpr int kTraceEvents = 4 + 3 * kTraceItems;
 
 namespace detail {
 
@@ -164,20 +194,46 @@ __device__ __forceinline__ void team_sync(int team) {
     asm volatile("bar.sync %0, %1;" ::"r"(team + 1), "n"(kTeamWarps * 32) : "memory");
 }
 
-// Makes this thread's earlier writes visible at GPU scope before its later ones (rows > 1: the
-// other rows' lanes fence before lane 0's release add, ordered by __syncwarp).
-__device__ __forceinline__ void fence_release() {
-    asm volatile("fence.acq_rel.gpu;" ::: "memory");
+// h crosses blocks as tagged words: the float's bits below, the launch's tag above, written and
+// read whole (a 64-bit access is single-copy atomic). A reader that sees its launch's tag has
+// the value, so neither side needs a fence: a release fence (MEMBAR.GPU) waits for the block's
+// bulk copies still in flight as well, which held every gate/up item ~1.5 µs (on the H200).
+__device__ __forceinline__ void store_tagged(unsigned long long* p, float v, unsigned tag) {
+    const unsigned long long w = static_cast<unsigned long long>(tag) << 32 | __float_as_uint(v);
+    asm volatile("st.relaxed.gpu.global.b64 [%0], %1;" ::"l"(p), "l"(w) : "memory");
 }
 
-__device__ __forceinline__ void add_release(unsigned* p, unsigned v) {
-    asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+__device__ __forceinline__ ulonglong2 load_tagged2(const unsigned long long* p) {
+    ulonglong2 w;
+    asm volatile("ld.relaxed.gpu.global.v2.b64 {%0, %1}, [%2];"
+                 : "=l"(w.x), "=l"(w.y)
+                 : "l"(p)
+                 : "memory");
+    return w;
 }
 
-__device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
-    unsigned v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
+// This launch's tag, from the started-block count: a block sees at most the grid − 1 other
+// blocks' additions before its own, so the quotient is the same for every block of a launch.
+__device__ __forceinline__ unsigned launch_tag(unsigned long long* blocks_started) {
+    const unsigned long long before = atomicAdd(blocks_started, 1ULL);
+    return static_cast<unsigned>(before / gridDim.x % 0xFFFFFFFFULL) + 1;
+}
+
+__device__ __forceinline__ unsigned long long load_tagged(const unsigned long long* p) {
+    unsigned long long w;
+    asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(w) : "l"(p) : "memory");
+    return w;
+}
+
+__device__ __forceinline__ bool tagged_with(unsigned long long w, unsigned tag) {
+    return static_cast<unsigned>(w >> 32) == tag;
+}
+
+__device__ __forceinline__ void stamp(unsigned long long* trace, int event) {
+    if (trace == nullptr || event >= kTraceEvents) return;
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    trace[static_cast<size_t>(blockIdx.x) * kTraceEvents + event] = t;
 }
 
 __device__ __forceinline__ void mma_u8s8(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
@@ -322,6 +378,32 @@ __device__ __forceinline__ Item item_at(int i, int n, const Shape& s) {
     return {false, i / down_per, i % down_per};
 }
 
+// Item k of block `first` (of `grid`) and the slot it lands in, packed into a word: gate/up (bit
+// 31), expert (bits 15-30), row block (bits 5-14), slot (bits 1-4) and the slot's phase (bit 0).
+struct PlannedItem {
+    Item item;
+    int slot;
+    uint32_t phase;
+};
+
+__device__ __forceinline__ PlannedItem plan_item(int k, int first, int grid, int n, const Shape& s,
+                                                 int n_slots) {
+    const SlotOf at = slot_of(k, n_slots);
+    return {item_at(first + k * grid, n, s), at.slot, static_cast<uint32_t>(at.use & 1)};
+}
+
+__device__ __forceinline__ uint32_t pack_plan(const PlannedItem& q) {
+    return (q.item.gate_up ? 1U << 31 : 0U) | static_cast<uint32_t>(q.item.expert) << 15 |
+           static_cast<uint32_t>(q.item.block) << 5 | static_cast<uint32_t>(q.slot) << 1 | q.phase;
+}
+
+__device__ __forceinline__ PlannedItem unpack_plan(uint32_t w) {
+    return {{(w >> 31) != 0, static_cast<int>((w >> 15) & 0xFFFFU),
+             static_cast<int>((w >> 5) & 0x3FFU)},
+            static_cast<int>((w >> 1) & 0xFU),
+            w & 1U};
+}
+
 // The global addresses of one item's pieces (gate/up: gate and up codes, gate scales and biases,
 // up scales and biases; down: codes[0], params[0] and params[1]).
 struct ItemSource {
@@ -375,7 +457,12 @@ __global__ void __launch_bounds__(kThreads, 1) experts_layer_kernel(Params p) {
     uint64_t* empty = full + kMaxSlots;
     const int warp_id = static_cast<int>(threadIdx.x / 32),
               lane = static_cast<int>(threadIdx.x % 32);
+    auto* tag_slot = reinterpret_cast<unsigned*>(smem + L.tag);
     if (threadIdx.x == 0) {
+        stamp(p.trace, 0);
+        // Before this block lets the next launch start (allow_next_kernel), so that no block of
+        // a later launch has added to the count when this one reads it.
+        *tag_slot = launch_tag(p.blocks_started);
         for (int i = 0; i < p.n_slots; ++i) {
             barrier_init(&full[i]);
             barrier_init(&empty[i]);
@@ -385,6 +472,7 @@ __global__ void __launch_bounds__(kThreads, 1) experts_layer_kernel(Params p) {
     __syncthreads();
     wait_for_previous_kernel();  // the table, its count and x come from earlier kernels
     allow_next_kernel();
+    if (threadIdx.x == 0) stamp(p.trace, 1);
 
     const int n = p.n_in_use != nullptr ? min(*p.n_in_use, p.capacity) : p.capacity;
     const int gate_up_per = s.intermediate / kGateUpRows;
@@ -399,7 +487,9 @@ __global__ void __launch_bounds__(kThreads, 1) experts_layer_kernel(Params p) {
         // lane 0 then issues the items in order (each slot's uses wait for the one before).
         for (int base = 0; base < mine; base += 32) {
             const int k = base + lane;
-            const Item mine_item = item_at(first + min(k, mine - 1) * grid, n, s);
+            const PlannedItem lane_plan = plan_item(min(k, mine - 1), first, grid, n, s, p.n_slots);
+            const uint32_t lane_word = pack_plan(lane_plan);
+            const Item& mine_item = lane_plan.item;
             const ExpertAddress& ex = p.table[mine_item.expert];
             const uint8_t* codes0 = mine_item.gate_up ? ex.gate_codes : ex.down_codes;
             const uint8_t* codes1 = ex.up_codes;
@@ -412,17 +502,21 @@ __global__ void __launch_bounds__(kThreads, 1) experts_layer_kernel(Params p) {
                 src.codes[0] = shfl_pointer(codes0, j);
                 src.codes[1] = shfl_pointer(codes1, j);
                 for (int q = 0; q < 4; ++q) src.params[q] = shfl_pointer(params[q], j);
+                const PlannedItem at = unpack_plan(__shfl_sync(0xFFFFFFFFU, lane_word, j));
                 if (lane == 0) {
                     const int kk = base + j;
-                    const SlotOf at = slot_of(kk, p.n_slots);
                     const int slot = at.slot;
-                    if (at.use > 0) {
-                        barrier_wait(&empty[slot], static_cast<uint32_t>((at.use - 1) & 1));
+                    if (kk >= kItemsInFlight) {  // wait for item kk − kItemsInFlight to land
+                        const SlotOf before = slot_of(kk - kItemsInFlight, p.n_slots);
+                        barrier_wait(&full[before.slot], static_cast<uint32_t>(before.use & 1));
+                    }
+                    if (kk >= p.n_slots) {  // not the slot's first use: wait for its last one
+                        barrier_wait(&empty[slot], at.phase ^ 1U);
                         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
                     }
-                    const Item it = item_at(first + kk * grid, n, s);
-                    issue_item(it, src, s, slots + static_cast<size_t>(slot) * p.slot_bytes,
+                    issue_item(at.item, src, s, slots + static_cast<size_t>(slot) * p.slot_bytes,
                                &full[slot]);
+                    if (kk == min(mine, p.n_slots) - 1) stamp(p.trace, 2);
                 }
                 __syncwarp();
             }
@@ -449,8 +543,15 @@ __global__ void __launch_bounds__(kThreads, 1) experts_layer_kernel(Params p) {
         const float2 f = quantize_group(v.x, v.y, lane, j & 1, pair);
         if (lane == 0) reinterpret_cast<float2*>(smem + L.x_factors)[t * hidden_groups + j] = f;
     }
+    auto* plans = reinterpret_cast<uint32_t*>(smem + L.plans);
+    for (int k = static_cast<int>(threadIdx.x); k < min(mine, kPlannedItems);
+         k += kComputeWarps * 32) {
+        plans[k] = pack_plan(plan_item(k, first, grid, n, s, p.n_slots));
+    }
     // The compute warps only (named barrier 11): the copy warp may be waiting for a slot.
     asm volatile("bar.sync 11, %0;" ::"n"(kComputeWarps * 32) : "memory");
+    if (threadIdx.x == 0) stamp(p.trace, 3);
+    const unsigned tag = *tag_slot;  // written before the __syncthreads above
 
     const LaneConsts lk = lane_consts(lane);
     // This lane's fragments: pair m of row t at frag + m·pair_stride + t·row_stride.
@@ -478,15 +579,17 @@ __global__ void __launch_bounds__(kThreads, 1) experts_layer_kernel(Params p) {
         int step = 0;
         for (int k = team; k < mine; k += kTeams) {
             ++step;
-            const SlotOf at = slot_of(k, p.n_slots);
-            const int slot = at.slot;
+            const PlannedItem plan = k < kPlannedItems ? unpack_plan(plans[k])
+                                                       : plan_item(k, first, grid, n, s, p.n_slots);
+            const int slot = plan.slot;
             const uint8_t* item = slots + static_cast<size_t>(slot) * p.slot_bytes;
-            const Item it = item_at(first + k * grid, n, s);
-            const auto phase = static_cast<uint32_t>(at.use & 1);
+            const Item it = plan.item;
+            const uint32_t phase = plan.phase;
             if (it.gate_up) {
                 float* partials = reinterpret_cast<float*>(team_smem + L.partials) +
                                   (step & 1) * kTeamWarps * Rows * 16;
                 barrier_wait(&full[slot], phase);
+                if (tid == 0) stamp(p.trace, 4 + 3 * k);
                 const int row_bytes = s.hidden / 2;
                 const int codes = kGateUpRows * row_bytes;
                 const int params = kGateUpRows * hidden_groups * 2;
@@ -514,8 +617,7 @@ __global__ void __launch_bounds__(kThreads, 1) experts_layer_kernel(Params p) {
                 }
                 team_sync(team);
                 if (warp == 0) {
-                    // Lane 8t + r sums row r of row t; lane 8t stores the row's 8 values and
-                    // publishes them with a release add (its own stores, so no full fence).
+                    // Lane 8t + r sums row r of row t and publishes it, tagged.
                     const int t = min(lane >> 3, Rows - 1), r = lane & 7;
                     float gate = 0.0F, up = 0.0F;
 #pragma unroll
@@ -524,42 +626,63 @@ __global__ void __launch_bounds__(kThreads, 1) experts_layer_kernel(Params p) {
                         up += partials[(w * Rows + t) * 16 + 8 + r];
                     }
                     const float hv = gate / (1.0F + expf(-gate)) * up;
-                    float v[8];
-#pragma unroll
-                    for (int i = 0; i < 8; ++i)
-                        v[i] = __shfl_sync(0xFFFFFFFFU, hv, (lane & ~7) | i);
-                    if ((lane & 7) == 0 && lane < 8 * Rows) {
-                        auto* out = reinterpret_cast<float4*>(
-                            p.h + (static_cast<size_t>(it.expert) * Rows + t) * s.intermediate +
-                            it.block * kGateUpRows);
-                        out[0] = make_float4(v[0], v[1], v[2], v[3]);
-                        out[1] = make_float4(v[4], v[5], v[6], v[7]);
-                        if (Rows > 1) fence_release();
+                    if (lane < 8 * Rows) {
+                        const size_t at =
+                            (static_cast<size_t>(it.expert) * Rows + t) * s.intermediate +
+                            it.block * kGateUpRows + r;
+                        store_tagged(p.h_tagged + at, hv, tag);
+                        p.h[at] = hv;  // the caller's copy, read after the launch
                     }
-                    __syncwarp();
                     if (lane == 0) {
-                        add_release(&p.counters[it.expert], 1U);
                         barrier_arrive(&empty[slot]);
+                        stamp(p.trace, 6 + 3 * k);
                     }
                 }
             } else {
-                if (tid == 0) {
-                    while (load_acquire(&p.counters[it.expert]) <
-                           static_cast<unsigned>(gate_up_per)) {
+                // h[e] is [Rows, intermediate]: group q of all rows is at 64·q. The team's first
+                // warp waits until the first word of every gate/up item's row 0 carries this
+                // launch's tag (polling all of h from every waiting team held them 2-4 µs more:
+                // ~4 MB of L2 reads a round beside the copies).
+                const unsigned long long* h_e =
+                    p.h_tagged + static_cast<size_t>(it.expert) * Rows * s.intermediate;
+                if (warp == 0) {
+                    for (bool all = false; !all;) {
+                        bool mine_there = true;
+#pragma unroll 4
+                        for (int b = lane; b < gate_up_per; b += 32) {
+                            mine_there =
+                                tagged_with(load_tagged(h_e + b * kGateUpRows), tag) && mine_there;
+                        }
+                        all = __all_sync(0xFFFFFFFFU, mine_there);
                     }
                 }
                 team_sync(team);
-                // h[e] is [Rows, intermediate]: group q of all rows is at 64·q. Loads first, so
-                // the warp waits for L2 once per four groups.
-                const float* h_e = p.h + static_cast<size_t>(it.expert) * Rows * s.intermediate;
+                // Then all of h, loads first, so the warp waits for L2 once per four groups; a
+                // word still without the tag is read again.
                 for (int q0 = warp; q0 < Rows * inter_groups; q0 += 4 * kTeamWarps) {
-                    float2 v[4];
+                    ulonglong2 v[4];
 #pragma unroll
                     for (int i = 0; i < 4; ++i) {
                         const int q = q0 + i * kTeamWarps;
-                        v[i] = q < Rows * inter_groups
-                                   ? __ldcg(reinterpret_cast<const float2*>(h_e + 64 * q) + lane)
-                                   : make_float2(0.0F, 0.0F);
+                        v[i] = q < Rows * inter_groups ? load_tagged2(h_e + 64 * q + 2 * lane)
+                                                       : make_ulonglong2(0, 0);
+                    }
+                    // Words not yet written are read again together: one L2 round trip a retry.
+                    for (;;) {
+                        bool missing[4], any = false;
+#pragma unroll
+                        for (int i = 0; i < 4; ++i) {
+                            const int q = q0 + i * kTeamWarps;
+                            missing[i] = q < Rows * inter_groups &&
+                                         (!tagged_with(v[i].x, tag) || !tagged_with(v[i].y, tag));
+                            any = any || missing[i];
+                        }
+                        if (!any) break;
+#pragma unroll
+                        for (int i = 0; i < 4; ++i) {
+                            const int q = q0 + i * kTeamWarps;
+                            if (missing[i]) v[i] = load_tagged2(h_e + 64 * q + 2 * lane);
+                        }
                     }
 #pragma unroll
                     for (int i = 0; i < 4; ++i) {
@@ -567,11 +690,15 @@ __global__ void __launch_bounds__(kThreads, 1) experts_layer_kernel(Params p) {
                         if (q >= Rows * inter_groups) break;
                         const int t = q / inter_groups, j = q % inter_groups;
                         uint8_t* pair = h_digits + (t * inter_pairs + j / 2) * kPairFragmentBytes;
-                        const float2 f = quantize_group(v[i].x, v[i].y, lane, j & 1, pair);
+                        const float2 f = quantize_group(
+                            __uint_as_float(static_cast<unsigned>(v[i].x)),
+                            __uint_as_float(static_cast<unsigned>(v[i].y)), lane, j & 1, pair);
                         if (lane == 0) h_factors[t * inter_groups + j] = f;
                     }
                 }
+                if (tid == 0) stamp(p.trace, 5 + 3 * k);
                 barrier_wait(&full[slot], phase);
+                if (tid == 0) stamp(p.trace, 4 + 3 * k);
                 team_sync(team);
                 const int row_bytes = s.intermediate / 2;
                 const int codes = kDownRows * row_bytes;
@@ -612,14 +739,7 @@ __global__ void __launch_bounds__(kThreads, 1) experts_layer_kernel(Params p) {
                 team_sync(team);  // the slot and h's digits are free again
                 if (tid == 0) {
                     barrier_arrive(&empty[slot]);
-                    // The last down item of an expert puts its counters back to zero: every down
-                    // item of the expert has passed its wait, and every gate/up item has raised
-                    // the count.
-                    if (atomicAdd(&p.counters[p.capacity + it.expert], 1U) ==
-                        static_cast<unsigned>(down_per - 1)) {
-                        p.counters[it.expert] = 0;
-                        p.counters[p.capacity + it.expert] = 0;
-                    }
+                    stamp(p.trace, 6 + 3 * k);
                 }
             }
         }
