@@ -17,7 +17,9 @@
 // several forms (`forms` in main): all four launches, without Q (digits made outside the graph),
 // without the combine, each launch alone (chained 48 times: what it adds to a layer), and builds
 // of gate/up and down with other register caps (how many blocks a multiprocessor holds, and so
-// how many waves a layer's launch takes).
+// how many waves a layer's launch takes). Before those, the engine's one-launch layer kernel
+// (engine/cuda/expert_layer_imma.cuh): checked at 1, 2 and 4 rows, its timeline (every block's
+// %globaltimer stamps, print_timeline), then timed. `--trace`: the checks and the timeline only.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -339,7 +341,8 @@ void launch(Kernel kernel, dim3 grid, dim3 block, cudaStream_t stream, Args... a
 struct LayerKernel {
     int slots[5] = {};  // by rows
     size_t smem[5] = {};
-    unsigned* counters = nullptr;
+    unsigned long long* blocks_started = nullptr;
+    unsigned long long* h_tagged = nullptr;  // [kActive, 4, kInter]
 };
 
 template <int Rows>
@@ -361,7 +364,8 @@ void prepare_layer_kernel(LayerKernel& k) {
 
 template <int Rows>
 void launch_layer_kernel(const LayerKernel& k, const Expert* table, const float* x, float* h,
-                         float* parts, cudaStream_t s, int n_sms) {
+                         float* parts, cudaStream_t s, int n_sms,
+                         unsigned long long* trace = nullptr) {
     namespace el = cherenkov::engine::cuda::expert_layer;
     el::Params p{};
     p.table = reinterpret_cast<const cherenkov::engine::cuda::ExpertAddress*>(table);
@@ -370,10 +374,12 @@ void launch_layer_kernel(const LayerKernel& k, const Expert* table, const float*
     p.x = x;
     p.h = h;
     p.parts = parts;
-    p.counters = k.counters;
+    p.blocks_started = k.blocks_started;
+    p.h_tagged = k.h_tagged;
     p.shape = el::Shape{kHidden, kInter};
     p.n_slots = k.slots[Rows];
     p.slot_bytes = el::item_bytes(p.shape);
+    p.trace = trace;
     launch_with(el::experts_layer_kernel<Rows>, dim3(static_cast<unsigned>(n_sms)),
                 dim3(el::kThreads), k.smem[Rows], s, p);
 }
@@ -431,7 +437,73 @@ std::vector<double> host_gemv(const Matrix& m, int rows, int cols, const std::ve
 
 }  // namespace
 
-int main() {
+// The timeline of 48 layers at one row: every block's events (expert_layer::kTraceEvents), in
+// µs from the layer's first block entry; per event the median and the largest over blocks, each
+// averaged over layers 1-47.
+void print_timeline(const std::vector<unsigned long long>& trace, int n_sms) {
+    namespace el = cherenkov::engine::cuda::expert_layer;
+    const int ev = el::kTraceEvents;
+    const auto at = [&](int layer, int block, int e) {
+        return trace[(static_cast<size_t>(layer) * n_sms + block) * ev + e];
+    };
+    std::vector<double> med(ev, 0), max(ev, 0), seen(ev, 0);
+    double span = 0, gap = 0, period = 0, last_landed_med = 0, last_landed_max = 0;
+    const int first = 1, last = kLayers - 1;
+    for (int layer = first; layer < last; ++layer) {
+        unsigned long long t0 = ~0ULL, end = 0, next0 = ~0ULL;
+        for (int b = 0; b < n_sms; ++b) {
+            t0 = std::min(t0, at(layer, b, 0));
+            next0 = std::min(next0, at(layer + 1, b, 0));
+        }
+        std::vector<double> landed_last;
+        for (int e = 0; e < ev; ++e) {
+            std::vector<double> v;
+            for (int b = 0; b < n_sms; ++b) {
+                const unsigned long long t = at(layer, b, e);
+                if (t == 0) continue;
+                v.push_back((t - t0) * 1e-3);
+                if (e >= 4 && (e - 4) % 3 == 2) end = std::max(end, t);
+            }
+            if (v.empty()) continue;
+            std::sort(v.begin(), v.end());
+            med[e] += v[v.size() / 2];
+            max[e] += v.back();
+            seen[e] += 1;
+        }
+        for (int b = 0; b < n_sms; ++b) {
+            unsigned long long l = 0;
+            for (int k = 0; k < el::kTraceItems; ++k) l = std::max(l, at(layer, b, 4 + 3 * k));
+            landed_last.push_back((l - t0) * 1e-3);
+        }
+        std::sort(landed_last.begin(), landed_last.end());
+        last_landed_med += landed_last[landed_last.size() / 2];
+        last_landed_max += landed_last.back();
+        span += (end - t0) * 1e-3;
+        gap += (static_cast<double>(next0) - static_cast<double>(end)) * 1e-3;
+        period += (next0 - t0) * 1e-3;
+    }
+    const double n = last - first;
+    std::printf(
+        "timeline, 1 row, layers %d-%d: period %.2f us, span %.2f us, gap to the next "
+        "layer %.2f us; a block's last item landed: median %.2f, max %.2f us\n",
+        first, last - 1, period / n, span / n, gap / n, last_landed_med / n, last_landed_max / n);
+    const char* names[] = {"entry", "past the wait", "first copies issued", "x quantized"};
+    for (int e = 0; e < ev; ++e) {
+        if (seen[e] == 0) continue;
+        char label[64];
+        if (e < 4) {
+            std::snprintf(label, sizeof label, "%s", names[e]);
+        } else {
+            const char* what[] = {"landed", "h ready", "done"};
+            std::snprintf(label, sizeof label, "item %d %s", (e - 4) / 3, what[(e - 4) % 3]);
+        }
+        std::printf("  %-24s median %6.2f  max %6.2f us  (%g layers)\n", label, med[e] / seen[e],
+                    max[e] / seen[e], seen[e]);
+    }
+}
+
+int main(int argc, char** argv) {
+    const bool trace_only = argc > 1 && std::strcmp(argv[1], "--trace") == 0;
     const Sizes gs = sizes(kInter, kHidden), ds = sizes(kHidden, kInter);
     const size_t expert_bytes = 2 * gs.stride + ds.stride;
     const size_t n_experts = size_t{kLayers} * kPerLayer;
@@ -602,8 +674,10 @@ int main() {
         int n_sms = 0;
         CHECK(cudaDeviceGetAttribute(&n_sms, cudaDevAttrMultiProcessorCount, 0));
         LayerKernel lk;
-        CHECK(cudaMalloc(&lk.counters, 2 * kActive * sizeof(unsigned)));
-        CHECK(cudaMemset(lk.counters, 0, 2 * kActive * sizeof(unsigned)));
+        CHECK(cudaMalloc(&lk.blocks_started, 8));
+        CHECK(cudaMemset(lk.blocks_started, 0, 8));
+        CHECK(cudaMalloc(&lk.h_tagged, 4 * kActive * kInter * 8));
+        CHECK(cudaMemset(lk.h_tagged, 0, 4 * kActive * kInter * 8));
         prepare_layer_kernel<1>(lk);
         prepare_layer_kernel<2>(lk);
         prepare_layer_kernel<4>(lk);
@@ -626,11 +700,9 @@ int main() {
             CHECK(cudaStreamSynchronize(stream));
             std::vector<float> parts(static_cast<size_t>(rows) * kActive * kHidden);
             CHECK(cudaMemcpy(parts.data(), d_parts4, parts.size() * 4, cudaMemcpyDeviceToHost));
-            std::vector<unsigned> counters(2 * kActive);
-            CHECK(cudaMemcpy(counters.data(), lk.counters, counters.size() * 4,
-                             cudaMemcpyDeviceToHost));
-            bool zero = true;
-            for (unsigned v : counters) zero = zero && v == 0;
+            unsigned long long started = 0;
+            CHECK(cudaMemcpy(&started, lk.blocks_started, 8, cudaMemcpyDeviceToHost));
+            const bool zero = started % static_cast<unsigned long long>(n_sms) == 0;
             double worst = 0.0;
             for (int t = 0; t < rows; ++t) {
                 std::vector<double> xd(x4.begin() + t * kHidden, x4.begin() + (t + 1) * kHidden);
@@ -661,17 +733,44 @@ int main() {
             }
             std::printf(
                 "layer kernel, %d rows, layer 0 vs double host: worst |err| / sum|w||x| "
-                "%.3g%s; row 0 bits %s; counters %s\n",
+                "%.3g%s; row 0 bits %s; started blocks %s\n",
                 rows, worst, worst < 1e-4 ? "" : "  MISMATCH", same ? "same" : "DIFFER",
-                zero ? "zero" : "NOT ZERO");
+                zero ? "whole launches" : "NOT WHOLE LAUNCHES");
         }
-        for (int repeat = 0; repeat < 2; ++repeat) {
+        {
+            namespace el = cherenkov::engine::cuda::expert_layer;
+            const size_t per_layer = static_cast<size_t>(n_sms) * el::kTraceEvents;
+            unsigned long long* d_trace;
+            CHECK(cudaMalloc(&d_trace, kLayers * per_layer * 8));
+            for (int pass = 0; pass < 3; ++pass) {
+                CHECK(cudaMemset(d_trace, 0, kLayers * per_layer * 8));
+                cudaGraphExec_t exec = capture(stream, [&](cudaStream_t s) {
+                    for (int layer = 0; layer < kLayers; ++layer) {
+                        const Expert* t = d_table + static_cast<size_t>(layer) * kActive;
+                        launch_layer_kernel<1>(lk, t, d_x4, d_h4, d_parts4, s, n_sms,
+                                               d_trace + layer * per_layer);
+                    }
+                });
+                CHECK(cudaGraphLaunch(exec, stream));
+                CHECK(cudaStreamSynchronize(stream));
+                CHECK(cudaGraphExecDestroy(exec));
+            }
+            std::vector<unsigned long long> trace(kLayers * per_layer);
+            CHECK(cudaMemcpy(trace.data(), d_trace, trace.size() * 8, cudaMemcpyDeviceToHost));
+            print_timeline(trace, n_sms);
+            CHECK(cudaFree(d_trace));
+        }
+        for (int repeat = 0; repeat < 2 && !trace_only; ++repeat) {
             for (int form = 0; form < 4; ++form) {
                 cudaGraphExec_t exec = capture(stream, [&](cudaStream_t s) {
                     for (int layer = 0; layer < kLayers; ++layer) {
                         const Expert* t = d_table + static_cast<size_t>(layer) * kActive;
                         if (form == 0 || form == 1)
                             launch_layer_kernel<1>(lk, t, d_x4, d_h4, d_parts4, s, n_sms);
+                        if (form == 1) {  // at one row the parts are [kActive, kHidden]
+                            launch(combine_kernel, dim3(kHidden / 256), dim3(256), s,
+                                   static_cast<const float*>(d_parts4), d_y);
+                        }
                         if (form == 2)
                             launch_layer_kernel<2>(lk, t, d_x4, d_h4, d_parts4, s, n_sms);
                         if (form == 3)
@@ -693,6 +792,7 @@ int main() {
             }
         }
     }
+    if (trace_only) return 0;
     for (int repeat = 0; repeat < 2; ++repeat)
         for (const Form& form : forms) {
             cudaGraphExec_t exec = capture(stream, [&](cudaStream_t s) {
