@@ -2,7 +2,8 @@
 // engine/cuda/affine_gemv.h on the Flash shapes (dense [10240, 2560] and [2560, 6144], an expert
 // [640, 2560], the short [320, 10240], [4, 10240] and [48, 2560]) at Q4/Q3/Q2 (and Q8) group 64 for
 // 1, 2 and 4 input rows, and the routed-expert SwiGLU block (10 experts of hidden 2560 ×
-// intermediate 640 per layer, 48 layers; --experts: only that). Reports GB/s of weight bytes (codes
+// intermediate 640 per layer, 48 layers, with its combine and, as "gemv", without; --experts: only
+// that). Reports GB/s of weight bytes (codes
 // + scales + biases) read, as a fraction of a read-only kernel's bandwidth measured in the same run
 // (the HBM read ceiling; the device-to-device cudaMemcpy rate, bytes read + written, is printed
 // beside it). Each timed launch reads a different copy of the weights (≥ 1 GiB in rotation, far
@@ -211,19 +212,30 @@ void bench_experts(int bits, int active, const std::vector<int>& row_counts, dou
         cherenkov::engine::cuda::affine_experts_scratch_floats(shape, active, 4) * sizeof(float)));
     const double token_bytes =
         static_cast<double>(layers) * active * (2 * weight_bytes(lg) + weight_bytes(ld));
-    for (const int n_rows : row_counts) {
-        cudaGraphExec_t exec = capture(stream, [&](cudaStream_t s) {
-            for (int layer = 0; layer < layers; ++layer) {
-                cherenkov::engine::cuda::affine_experts_swiglu(shape, d_table + layer * active,
-                                                               weights, active, x, n_rows, scratch,
-                                                               y, true, s);
-            }
-        });
-        const float ms = time_graph(exec, stream, 9);
-        CHECK(cudaGraphExecDestroy(exec));
-        const double us = ms * 1e3;
-        print_row("experts", "48x" + std::to_string(active) + "x[640,2560]", bits, n_rows, us,
-                  token_bytes / (us * 1e-6) / 1e9, ceiling);
+    // "experts": the whole block (affine_experts_swiglu, with the weighted combine into y);
+    // "gemv": its expert GEMV alone (affine_experts_swiglu_parts: gate/up, SwiGLU and down).
+    float* h = scratch;
+    float* parts = scratch + static_cast<size_t>(active) * 4 * inter;
+    for (const bool combined : {true, false}) {
+        for (const int n_rows : row_counts) {
+            cudaGraphExec_t exec = capture(stream, [&](cudaStream_t s) {
+                for (int layer = 0; layer < layers; ++layer) {
+                    if (combined) {
+                        cherenkov::engine::cuda::affine_experts_swiglu(
+                            shape, d_table + layer * active, weights, active, x, n_rows, scratch, y,
+                            true, s);
+                    } else {
+                        cherenkov::engine::cuda::affine_experts_swiglu_parts(
+                            shape, d_table + layer * active, active, x, n_rows, h, parts, s);
+                    }
+                }
+            });
+            const float ms = time_graph(exec, stream, 9);
+            CHECK(cudaGraphExecDestroy(exec));
+            const double us = ms * 1e3;
+            print_row(combined ? "experts" : "gemv", "48x" + std::to_string(active) + "x[640,2560]",
+                      bits, n_rows, us, token_bytes / (us * 1e-6) / 1e9, ceiling);
+        }
     }
     CHECK(cudaFree(d_table));
     CHECK(cudaFree(weights));
