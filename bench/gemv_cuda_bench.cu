@@ -3,14 +3,13 @@
 // [640, 2560], the short [320, 10240], [4, 10240] and [48, 2560]) at Q4/Q3/Q2 (and Q8) group 64 for
 // 1, 2 and 4 input rows, and the routed-expert SwiGLU block (10 experts of hidden 2560 ×
 // intermediate 640 per layer, 48 layers, with its combine and, as "gemv", without; --experts: only
-// that). Reports GB/s of weight bytes (codes
-// + scales + biases) read, as a fraction of a read-only kernel's bandwidth measured in the same run
-// (the HBM read ceiling; the device-to-device cudaMemcpy rate, bytes read + written, is printed
-// beside it). Each timed launch reads a different copy of the weights (≥ 1 GiB in rotation, far
-// past the 60 MB L2), and launches are replayed from a CUDA graph so launch gaps are those of the
-// engine's graphs; median of the replays. CHERENKOV_GEMV_MMA=0 times the FMA kernels instead of the
-// tensor-core ones. --active N routes N experts per layer instead of 10 (how the launches' block
-// counts fill the multiprocessors).
+// that). Reports GB/s of weight bytes (codes + scales + biases) read, as a fraction of a read-only
+// kernel's bandwidth measured in the same run (the HBM read ceiling; the device-to-device
+// cudaMemcpy rate, bytes read + written, is printed beside it). Each timed launch reads a different
+// copy of the weights (≥ 1 GiB in rotation, far past the 60 MB L2), and launches are replayed from
+// a CUDA graph so launch gaps are those of the engine's graphs; median of the replays.
+// CHERENKOV_GEMV_MMA=0 times the FMA kernels instead of the tensor-core ones. --active N routes N
+// experts per layer instead of 10 (how the launches' block counts fill the multiprocessors).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -215,7 +214,7 @@ void bench_experts(int bits, int active, const std::vector<int>& row_counts, dou
     // "experts": the whole block (affine_experts_swiglu, with the weighted combine into y);
     // "gemv": its expert GEMV alone (affine_experts_swiglu_parts: gate/up, SwiGLU and down).
     float* h = scratch;
-    float* parts = scratch + static_cast<size_t>(active) * 4 * inter;
+    float* parts = scratch + static_cast<size_t>(active) * 4 * inter;  // scratch holds 4 rows
     for (const bool combined : {true, false}) {
         for (const int n_rows : row_counts) {
             cudaGraphExec_t exec = capture(stream, [&](cudaStream_t s) {

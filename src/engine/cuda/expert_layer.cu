@@ -47,10 +47,10 @@ int slots_for(const ExpertShape& shape, int n_rows) {
 }
 
 // What the launches queued on one stream share: the count of blocks started (each launch's tag
-// comes from it), and the tagged h, which only grows. Launches on
-// one stream run one after another, so one set serves them all. A buffer outgrown is kept: a
-// captured graph may still name it. Made and grown outside any capture in practice; within one
-// (relaxed mode), the allocation and its clearing run on a stream of their own.
+// comes from it), and the tagged h, which only grows. Launches on one stream run one after
+// another, so one set serves them all. A buffer outgrown is kept: a captured graph may still name
+// it. Made and grown outside any capture in practice; within one (relaxed mode), the allocation
+// and its clearing run on a stream of their own.
 struct StreamShared {
     unsigned long long* blocks_started = nullptr;
     unsigned long long* h = nullptr;
@@ -58,18 +58,21 @@ struct StreamShared {
     std::vector<unsigned long long*> outgrown;
 };
 
-// Runs `fill` (allocations and clears on `side`) outside the caller's stream capture.
-template <typename Fill>
-void outside_capture(Fill fill) {
+// n zeroed words of device memory, allocated and cleared outside the caller's stream capture.
+unsigned long long* zeroed_words(size_t n) {
     cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
     CHERENKOV_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+    unsigned long long* words = nullptr;
     cudaStream_t side = nullptr;
-    cudaError_t status = cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking);
-    if (status == cudaSuccess) status = fill(side);
+    cudaError_t status = cudaMalloc(&words, n * sizeof *words);
+    if (status == cudaSuccess) status = cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking);
+    if (status == cudaSuccess) status = cudaMemsetAsync(words, 0, n * sizeof *words, side);
     if (status == cudaSuccess) status = cudaStreamSynchronize(side);
     if (side != nullptr) cudaStreamDestroy(side);
+    if (status != cudaSuccess && words != nullptr) cudaFree(words);
     CHERENKOV_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
     CHERENKOV_CUDA_CHECK(status);
+    return words;
 }
 
 struct LaunchShared {
@@ -83,24 +86,9 @@ LaunchShared shared_for(cudaStream_t stream, size_t h_words) {
     static std::map<cudaStream_t, StreamShared> by_stream;
     const std::lock_guard<std::mutex> lock(mutex);
     StreamShared& sh = by_stream[stream];
-    if (sh.blocks_started == nullptr) {
-        unsigned long long* count = nullptr;
-        outside_capture([&](cudaStream_t side) {
-            cudaError_t status = cudaMalloc(&count, sizeof *count);
-            if (status == cudaSuccess) status = cudaMemsetAsync(count, 0, sizeof *count, side);
-            return status;
-        });
-        sh.blocks_started = count;
-    }
+    if (sh.blocks_started == nullptr) sh.blocks_started = zeroed_words(1);
     if (sh.h_words < h_words) {
-        unsigned long long* grown = nullptr;
-        outside_capture([&](cudaStream_t side) {
-            cudaError_t status = cudaMalloc(&grown, h_words * sizeof *grown);
-            if (status == cudaSuccess) {
-                status = cudaMemsetAsync(grown, 0, h_words * sizeof *grown, side);
-            }
-            return status;
-        });
+        unsigned long long* grown = zeroed_words(h_words);
         if (sh.h != nullptr) sh.outgrown.push_back(sh.h);
         sh.h = grown;
         sh.h_words = h_words;
