@@ -31,8 +31,7 @@ function(cherenkov_test name dir)
   target_link_libraries(${name} PRIVATE ${ARGN} GTest::gtest GTest::gtest_main)
   target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/tests)
   target_compile_definitions(${name} PRIVATE
-    CHERENKOV_SOURCE_DIR="${CMAKE_SOURCE_DIR}"
-    CHERENKOV_SHARED_DIR="${CMAKE_SOURCE_DIR}/../shared")
+    CHERENKOV_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
   cherenkov_warnings(${name})
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS ${dir})
 endfunction()

@@ -145,9 +145,9 @@ TEST(ChatTemplate, TemplateErrorsPassThrough) {
         "tpl.jinja:2:28: 'str object' has no attribute 'nope'");
 }
 
-TEST(ChatTemplate, RendersTheQwen3TemplateFromSharedData) {
-    auto chat = ChatTemplate::load_directory(std::string(CHERENKOV_SHARED_DIR) +
-                                             "/data/tokenizer-qwen2-qwen3");
+TEST(ChatTemplate, RendersTheQwen3TemplateFromTestData) {
+    auto chat = ChatTemplate::load_directory(std::string(CHERENKOV_SOURCE_DIR) +
+                                             "/tests/data/tokenizer-qwen2-qwen3");
     std::string prompt = chat.render(
         messages(R"([{"role": "system", "content": "S"}, {"role": "user", "content": "Hi"}])"),
         Json());

@@ -1,6 +1,6 @@
 """Chat template rendering: `cherenkov prompt` against Jinja2 and transformers.
 
-Every template under the shared data directory is rendered over a set of conversations, both by
+Every template under tests/data is rendered over a set of conversations, both by
 `$CHERENKOV_BIN prompt DIR --messages F [--tools F]` and by Jinja2 set up exactly as
 transformers' `_compile_jinja_template` sets it up (and, when transformers is importable, by
 `AutoTokenizer.apply_chat_template(tokenize=False)` on a tokenizer directory made here). The
@@ -25,8 +25,7 @@ from jinja2.ext import loopcontrols  # noqa: E402
 from jinja2.sandbox import ImmutableSandboxedEnvironment  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-SHARED = pathlib.Path(os.environ.get("CHERENKOV_SHARED_DIR", REPO.parent / "shared"))
-DATA = SHARED / "data"
+DATA = REPO / "tests" / "data"
 TOKENIZER_FILES = DATA / "tokenizer-qwen2-qwen3"
 TEMPLATES = sorted(DATA.glob("chat-template-*/*.jinja"))
 BIN = os.environ.get("CHERENKOV_BIN")

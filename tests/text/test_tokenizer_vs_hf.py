@@ -1,6 +1,6 @@
 """`cherenkov tokenize` / `detokenize` against Hugging Face `tokenizers`, computed at test time.
 
-Tokenizers compared: the real Qwen2/Qwen3 files from ../shared/data (a full tokenizer.json
+Tokenizers compared: the real Qwen2/Qwen3 files from tests/data (a full tokenizer.json
 assembled from the recorded skeleton + vocab.json + merges.txt, and the vocab.json + merges.txt
 + tokenizer_config.json form), each recorded pre-tokenizer regex (Qwen2/3 and Qwen3.5), and small
 byte-level and character-level BPEs trained here with `tokenizers` that exercise every
@@ -23,9 +23,9 @@ from tokenizers import pre_tokenizers, trainers  # noqa: E402
 import tokenizer_corpus  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED = Path(os.environ.get("CHERENKOV_SHARED_DIR", REPO.parent / "shared"))
-QWEN_DIR = SHARED / "data" / "tokenizer-qwen2-qwen3"
-QWEN35_CONFIG = SHARED / "data" / "tokenizer-qwen3.5-metadata" / "tokenizer_config.finetune-mirror.json"
+DATA = REPO / "tests" / "data"
+QWEN_DIR = DATA / "tokenizer-qwen2-qwen3"
+QWEN35_CONFIG = DATA / "tokenizer-qwen3.5-metadata" / "tokenizer_config.finetune-mirror.json"
 CHATML = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
 

@@ -342,12 +342,12 @@ TEST(Qwen4ExpConfig, ConfigToJsonCarriesParsedAndDerivedValues) {
     EXPECT_EQ(out["derived"]["ple_eos_token_id"], 248044);
 }
 
-// Real Qwen3.5 config.json files (data/config-examples) have the same field shapes: with the
+// Real Qwen3.5 config.json files (tests/data/config-examples) have the same field shapes: with the
 // model types renamed they parse, and as shipped they are rejected by model_type.
 TEST(Qwen4ExpConfig, RealQwen35ConfigShapes) {
     for (const char* file : {"Qwen3.5-9B-MLX-8bit.mlx-community-mirror.config.json",
                              "Qwen3.5-2B-finetune-MLX-bf16.config.json"}) {
-        std::ifstream in(std::string(CHERENKOV_SHARED_DIR) + "/data/config-examples/" + file);
+        std::ifstream in(std::string(CHERENKOV_SOURCE_DIR) + "/tests/data/config-examples/" + file);
         ASSERT_TRUE(in) << file;
         std::stringstream text;
         text << in.rdbuf();

@@ -1,4 +1,4 @@
-// The real Qwen2/Qwen3 tokenizer from ../shared/data, loaded once per test binary in both forms:
+// The real Qwen2/Qwen3 tokenizer from tests/data, loaded once per test binary in both forms:
 // vocab.json + merges.txt + tokenizer_config.json, and a full tokenizer.json assembled from the
 // recorded skeleton (tokenizer.json.without-vocab-merges.json) plus vocab.json and merges.txt.
 #pragma once
@@ -12,7 +12,7 @@
 namespace cherenkov::text::testing {
 
 inline std::string qwen_data_dir() {
-    return std::string(CHERENKOV_SHARED_DIR) + "/data/tokenizer-qwen2-qwen3";
+    return std::string(CHERENKOV_SOURCE_DIR) + "/tests/data/tokenizer-qwen2-qwen3";
 }
 
 inline const Tokenizer& qwen_from_vocab_and_merges() {

@@ -1,5 +1,5 @@
 // The Qwen2/Qwen3 tokenizer against recorded reference ids: llama.cpp's 46 test vectors and
-// transformers' integration vectors (../shared/data/tokenizer-test-vectors-qwen2-*), for both
+// transformers' integration vectors (tests/data/tokenizer-test-vectors-qwen2-*), for both
 // ways of loading it, plus the added tokens and config ids listed in the recorded
 // tokenizer_config.json.
 #include <gtest/gtest.h>
@@ -18,7 +18,7 @@ struct Vector {
 
 std::vector<Vector> llama_cpp_vectors() {
     const std::string dir =
-        std::string(CHERENKOV_SHARED_DIR) + "/data/tokenizer-test-vectors-qwen2-llamacpp";
+        std::string(CHERENKOV_SOURCE_DIR) + "/tests/data/tokenizer-test-vectors-qwen2-llamacpp";
     const std::string inputs = read_text_file(dir + "/ggml-vocab-qwen2.gguf.inp");
     const std::string outputs = read_text_file(dir + "/ggml-vocab-qwen2.gguf.out");
     const std::string separator = "\n__ggml_vocab_test__\n";
@@ -44,9 +44,9 @@ std::vector<Vector> llama_cpp_vectors() {
 }
 
 std::vector<Vector> transformers_vectors() {
-    const std::string path =
-        std::string(CHERENKOV_SHARED_DIR) +
-        "/data/tokenizer-test-vectors-qwen2-transformers/hf_transformers_qwen2_integration.json";
+    const std::string path = std::string(CHERENKOV_SOURCE_DIR) +
+                             "/tests/data/tokenizer-test-vectors-qwen2-transformers/"
+                             "hf_transformers_qwen2_integration.json";
     const nlohmann::json document = nlohmann::json::parse(read_text_file(path));
     std::vector<Vector> vectors;
     for (const auto& entry : document.at("cases")) {
@@ -91,7 +91,7 @@ TEST_P(QwenVectors, DecodeOfEncodeGivesBackTheText) {
 }
 
 TEST_P(QwenVectors, KnowsTheConfigTokens) {
-    // ../shared/data/tokenizer-qwen2-qwen3/SOURCE.md lists the added tokens and config fields.
+    // tests/data/tokenizer-qwen2-qwen3/SOURCE.md lists the added tokens and config fields.
     EXPECT_EQ(tokenizer().vocab_size(), 151669u);
     EXPECT_EQ(tokenizer().eos_token_id(), 151645);
     EXPECT_EQ(tokenizer().pad_token_id(), 151643);
