@@ -11,8 +11,8 @@ reference number from running transformers. `--no-reference` writes only the che
 tokenizer and prompts (no torch needed).
 
 The template tests/fixtures/tokenizer/chat_template.jinja is an input (a byte-exact copy of
-../shared/data/chat-template-qwen3.5/qwen3_5_nothink.jinja); everything else under --out is
-rewritten.
+tests/data/chat-template-qwen3.5/qwen3_5_nothink.jinja, copied from there when --out lacks it);
+everything else under --out is rewritten.
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ sys.path.insert(0, HERE)
 
 from fixtures import spec, tok, writers  # noqa: E402
 
+# The Qwen3.5 no-thinking chat template, bundled with its provenance in tests/data (Apache-2.0).
+TEMPLATE_SOURCE = os.path.join(REPO, "tests", "data", "chat-template-qwen3.5", "qwen3_5_nothink.jinja")
 TEMPLATE_SHA256 = "273d8e0e683b885071fb17e08d71e5f2a5ddfb5309756181681de4f5a1822d80"
 INTERMEDIATES_PROMPT = "eos_mid"
 MTP_PROMPTS = ["len33", "eos_mid"]
@@ -109,7 +111,8 @@ def main():
 
     tpl_path = os.path.join(out, "tokenizer", "chat_template.jinja")
     if not os.path.exists(tpl_path):
-        sys.exit(f"missing {tpl_path}: copy ../shared/data/chat-template-qwen3.5/qwen3_5_nothink.jinja there")
+        os.makedirs(os.path.dirname(tpl_path), exist_ok=True)
+        shutil.copyfile(TEMPLATE_SOURCE, tpl_path)
     if sha256(tpl_path) != TEMPLATE_SHA256:
         sys.exit(f"{tpl_path} is not the expected qwen3_5_nothink.jinja (sha256 {TEMPLATE_SHA256})")
     template = open(tpl_path, encoding="utf-8").read()

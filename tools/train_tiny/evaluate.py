@@ -158,7 +158,7 @@ def greedy(model, ids, steps, dev):
 def mtp_acceptance(trunk, mtp, seqs, dev) -> dict:
     """Greedy acceptance of MTP drafts on the reference generations. Each sequence is
     (prompt + the trunk's own greedy continuation, prompt length), so the trunk's argmax at p+1
-    is token p+2. Draft 1 at p uses (R_p, x_{p+1}); draft 2 is chained (spec 6.5): one more MTP
+    is token p+2. Draft 1 at p uses (R_p, x_{p+1}); draft 2 is chained (docs/qwen4_exp.md 6.5): one more MTP
     row at p+1 with (R'_p, d1). Counted where the drafted token lies in the generated part."""
     fastpath.enable(True)
     a1 = n1 = a2 = n2 = 0
