@@ -5,7 +5,7 @@ for engine benchmarks.
     bench/synthetic_store.py OUT_DIR [--layers 4] [--experts 512] [--top-k 10] [--hidden 2560]
                                      [--intermediate 640] [--vocab 32768] [--mtp] ...
 
-The layout is the one of tests/fixtures/tiny_c/mlx_q4 (../shared/spec/formats.md §3.5, §3.9):
+The layout is the one of tests/fixtures/tiny_c/mlx_q4 (docs/formats.md §3.5, §3.9):
 prefix `model.`, experts stacked as `mlp.switch_mlp.{gate,up,down}_proj`, conv1d weights
 `[C, K, 1]`, n-gram shards quantized with group 32, routers, norms, convs, `A_log` and `dt_bias`
 in BF16, every other Linear / Embedding weight affine 4-bit group 64 (U32 codes, BF16 scales and
@@ -13,7 +13,7 @@ biases), `config.json` = nested source config + `quantization` / `quantization_c
 real mlx-lm conversion, `--mtp` keeps an MTP layer (quantized like the trunk).
 
 The tensor inventory, the non-quantized weights, the n-gram buffers and config.json come from
-tools/fixtures (spec.py, writers.py); the config is FN's (../shared/spec/qwen4_exp.md §1.2) except
+tools/fixtures (spec.py, writers.py); the config is FN's (docs/qwen4_exp.md §1.2) except
 for the dimensions given on the command line and a small n-gram table. Quantized tensors are not
 quantized from float weights: their codes are uniform random 4-bit values and their scales and
 biases are drawn per group so that the dequantized weights have the standard deviation the fixture
@@ -201,7 +201,7 @@ def build(args):
     d = spec.Dims(spec.text_config(CONFIG_NAME))
     ckpt = Checkpoint(args)
     for name, shape, kind in spec.inventory(CONFIG_NAME):
-        if kind == "expert":  # fused [E, 2I, H] / [E, H, I] -> switch_mlp (formats.md 3.5)
+        if kind == "expert":  # fused [E, 2I, H] / [E, H, I] -> switch_mlp (docs/formats.md 3.5)
             base = name.rsplit(".experts.", 1)[0] + ".switch_mlp."
             if name.endswith("gate_up_proj"):
                 for proj in ("gate_proj", "up_proj"):

@@ -1,5 +1,5 @@
 # CUDA is compiled when nvcc is found (CHERENKOV_CUDA=AUTO), for sm_80, 86, 89 and 90.
-# Without it, src/engine/cuda/unavailable.cpp stands in (STYLE.md 2.1).
+# Without it, src/engine/cuda/unavailable.cpp stands in (docs/style.md 2.1).
 set(CHERENKOV_HAVE_CUDA OFF)
 if(NOT CHERENKOV_CUDA STREQUAL "OFF")
   if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fails when a source file includes a header from a higher layer (DESIGN.md: dependencies
+# Fails when a source file includes a header from a higher layer (docs/design.md: dependencies
 # point down: base < model_data < store < text < engine < serving < cli), or when CUDA
 # appears outside src/engine/cuda/.
 set -euo pipefail

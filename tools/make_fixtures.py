@@ -322,7 +322,7 @@ def main():
             "seconds": round(time.time() - t0, 1),
         },
         "quantization": {
-            "algorithm": "MLX affine, ../shared/spec/formats.md 2.5, GPU/Metal variant: float32 arithmetic, wmax floored at 0, "
+            "algorithm": "MLX affine, docs/formats.md 2.5, GPU/Metal variant: float32 arithmetic, wmax floored at 0, "
             "round half away from zero, q from the unrounded float32 scale/bias, scales/biases stored bfloat16 (RNE)",
             "main": {"bits": 4, "group_size": 64},
             "ngram_table": {"bits": 4, "group_size": 32},

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes a tiny random qwen4_exp checkpoint in Hugging Face BF16 form.
 
-It follows the tensor inventory of spec/qwen4_exp.md section 2 (and 6.2 for MTP) with the
+It follows the tensor inventory of docs/qwen4_exp.md section 2 (and 6.2 for MTP) with the
 tiny config of section 7, widened so that every dimension the packer quantizes along is a
 multiple of 64 (n-gram rows: 32). The weights are random: the checkpoint exercises loading,
 inspection and packing, not numerics (tests/fixtures hold the transformers references).
@@ -85,7 +85,7 @@ def is_prime(n):
 
 
 def hash_buffers(cfg, ple_layer_index):
-    """spec/qwen4_exp.md section 3.4: multipliers, head vocab sizes, offsets."""
+    """docs/qwen4_exp.md section 3.4: multipliers, head vocab sizes, offsets."""
     n, hpn = cfg["ngram_size"], cfg["heads_per_ngram"]
     n_heads = (n - 1) * hpn
     mmax = (2**63 - 1) // max(cfg["vocab_size"], 1)

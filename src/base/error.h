@@ -49,7 +49,7 @@ private:
 
 }  // namespace cherenkov
 
-// Cheap invariant that stays on in release builds; never for user input (STYLE.md 2.4).
+// Cheap invariant that stays on in release builds; never for user input (docs/style.md 2.4).
 #define CHERENKOV_ASSERT(cond, why)                                                          \
     do {                                                                                     \
         if (!(cond)) {                                                                       \

@@ -1,5 +1,5 @@
 // The `cherenkov` executable: parses flags, runs one command, and is the only place that
-// turns an error into an exit code (STYLE.md 2.4).
+// turns an error into an exit code (docs/style.md 2.4).
 #include <cstdio>
 #include <cstdlib>
 #include <exception>

@@ -74,7 +74,7 @@ TEST(AtomicFile, ReplacesContentsAndLeavesNoTemporaries) {
 
 TEST(Half, Bf16RoundsToNearestEven) {
     EXPECT_EQ(float_to_bf16(1.0f), 0x3f80);
-    EXPECT_EQ(float_to_bf16(-0.134375f), 0xbe0a);  // formats.md §2.6 example A
+    EXPECT_EQ(float_to_bf16(-0.134375f), 0xbe0a);  // docs/formats.md §2.6 example A
     EXPECT_EQ(bf16_to_float(0x3fac), 1.34375f);
     // 1 + 2^-8 is halfway between two bf16 values; ties go to the even mantissa (1.0).
     EXPECT_EQ(float_to_bf16(1.0f + 1.0f / 256.0f), 0x3f80);

@@ -1,6 +1,6 @@
 """The fixture generator's numpy MLX affine quantizer (tools/fixtures/mlx_quant.py).
 
-Checked against the worked examples A-E of ../shared/spec/formats.md section 2.6, and, when
+Checked against the worked examples A-E of docs/formats.md section 2.6, and, when
 the `mlx` package imports (the PyPI CPU build: `pip install "mlx[cpu]"`), bit for bit against
 `mx.quantize` on MLX's CPU backend (which is the "cpu" variant: true max, round half to even).
 """

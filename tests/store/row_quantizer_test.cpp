@@ -26,7 +26,7 @@ uint32_t u32_at(const std::vector<std::byte>& bytes, size_t index) {
     return value;
 }
 
-// formats.md §2.6 example A: w[k] = (k - 20) / 32, 4-bit group 64.
+// docs/formats.md §2.6 example A: w[k] = (k - 20) / 32, 4-bit group 64.
 TEST(RowQuantizer, MatchesFormatsWorkedExampleA) {
     std::vector<float> row(64);
     for (size_t k = 0; k < 64; ++k) row[k] = (static_cast<float>(k) - 20.0f) / 32.0f;

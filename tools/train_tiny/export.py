@@ -1,4 +1,4 @@
-"""Trained weights -> the MLX 4-bit checkpoint (mlx-lm qwen4_exp layout, formats.md 2, 3.5, 3.9)
+"""Trained weights -> the MLX 4-bit checkpoint (mlx-lm qwen4_exp layout, docs/formats.md 2, 3.5, 3.9)
 plus the MTP head, with the fixtures' quantizer and writers (tools/fixtures)."""
 
 from __future__ import annotations

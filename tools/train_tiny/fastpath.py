@@ -6,7 +6,7 @@ weights would never learn. While `enable(True)` is in force:
 
 * `Qwen4ExpTextAttention.forward` (no cache only) computes the indexer scores of every query
   against every compressed block at once, selects the same blocks (top `B/r` of the complete
-  visible blocks, plus the incomplete tail, qwen4_exp.md 3.6), and runs gated attention with
+  visible blocks, plus the incomplete tail, docs/qwen4_exp.md 3.6), and runs gated attention with
   that token mask (softmax in float32, as transformers' eager attention). It also adds an indexer loss (recorded in `AUX`): the KL
   divergence from the dense causal attention's probability mass per block (detached, mean
   over heads) to the softmax of the indexer scores (indexer input detached), as in
@@ -45,7 +45,7 @@ def enable(on: bool, indexer_loss: bool = True):
 
 
 def indexer_scores(idx, x, cos, sin, return_pre=False):
-    """Scores [B, T, nblk] (fp32) of every query against every complete block, qwen4_exp.md 3.6."""
+    """Scores [B, T, nblk] (fp32) of every query against every complete block, docs/qwen4_exp.md 3.6."""
     B, T, _ = x.shape
     nI, dI, r = idx.index_n_heads, idx.index_head_dim, idx.compress_ratio
     qk = idx.index_qk_proj(x)

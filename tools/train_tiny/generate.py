@@ -7,7 +7,7 @@ PyTorch (transformers' qwen4_exp, float32, CPU or GPU): the reference to compare
     python3 tools/train_tiny/generate.py models/tiny-python --check      # replay training_record.json
     python3 tools/train_tiny/generate.py models/tiny-python --heldout    # heldout_sample.txt perplexity
 
-The weights are the checkpoint's, dequantized exactly (formats.md 2.3) with the fixtures'
+The weights are the checkpoint's, dequantized exactly (docs/formats.md 2.3) with the fixtures'
 quantizer module: what the engine holds. Generation runs transformers' own code and cache;
 the perplexity uses the same windowing as training_record.json (windows of 256 tokens from
 a fresh state, tokens 1..255 of every window scored).

@@ -1,4 +1,4 @@
-"""transformers' qwen4_exp trunk plus the MTP head of ../shared/spec/qwen4_exp.md section 6.
+"""transformers' qwen4_exp trunk plus the MTP head of docs/qwen4_exp.md section 6.
 
 The MTP head is built from transformers' own modules exactly as the fixtures' reference
 (tools/fixtures/reference.py `MTPHead`) builds it, but batched and trainable; its parameter

@@ -1,4 +1,4 @@
-// A read-only view of one MLX-affine quantized matrix [rows, cols] (../shared/spec/formats.md
+// A read-only view of one MLX-affine quantized matrix [rows, cols] (docs/formats.md
 // §2): per row, `cols·bits/8` code bytes (the row's little-endian bit stream), and per group of
 // `group_size` columns one BF16 scale and one BF16 bias; w = scale·q + bias. The bytes belong to
 // whoever made the view (a mapped dense.bin, an expert slot); the view never owns them.

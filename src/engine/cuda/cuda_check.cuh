@@ -1,5 +1,5 @@
 // CHERENKOV_CUDA_CHECK(call): throws Internal with the call's text and the runtime's message when
-// a CUDA runtime call fails (STYLE.md 2.4). For .cu files of this folder only.
+// a CUDA runtime call fails (docs/style.md 2.4). For .cu files of this folder only.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -1,4 +1,4 @@
-// The chunked (WY) delta rule for Gated DeltaNet prefill (spec/qwen4_exp.md §3.5), a close
+// The chunked (WY) delta rule for Gated DeltaNet prefill (docs/qwen4_exp.md §3.5), a close
 // transcription of delta_rule_chunked() in tests/engine/model/delta_rule_chunked_test.cpp, which
 // derives it from the recurrence and checks it against the token-by-token form. Per chunk of
 // C = 64 rows with S₀ the state before it, G_t the chunk-local cumulative log decay and

@@ -1,4 +1,4 @@
-// The pieces of a decoder layer on the GPU (spec/qwen4_exp.md §3.2-§3.7), mirroring
+// The pieces of a decoder layer on the GPU (docs/qwen4_exp.md §3.2-§3.7), mirroring
 // engine/model/layers.h function for function: activations are float32 device arrays, row-major
 // [T, width], and every call is queued on ctx.stream (nothing here synchronizes unless a trace
 // is being recorded or the MoE reads its routing back). For the .cu files of this folder only;

@@ -1,4 +1,4 @@
-// Scalar math shared by the CUDA kernels, matching engine/model/ops.h (spec/qwen4_exp.md §3.0)
+// Scalar math shared by the CUDA kernels, matching engine/model/ops.h (docs/qwen4_exp.md §3.0)
 // operation for operation, so device results stay within float rounding of the CPU reference.
 #pragma once
 

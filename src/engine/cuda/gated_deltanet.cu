@@ -1,4 +1,4 @@
-// Gated DeltaNet on the GPU (spec/qwen4_exp.md §3.5), step for step as the CPU reference
+// Gated DeltaNet on the GPU (docs/qwen4_exp.md §3.5), step for step as the CPU reference
 // engine/model/gated_deltanet.cpp: projections, causal conv + SiLU, q/k l2 norms, the delta-rule
 // recurrence, the gated RMS norm and the out projection. All float32. The recurrence runs token
 // by token (below) for decode and verification calls, which need per-row snapshots, and for
@@ -10,7 +10,7 @@
 // owns one value head and 32 value columns (one per lane, so state loads are coalesced), its 8
 // warps split the dk key rows, and the sums over dk are combined through shared memory in warp
 // order (fixed, so results are reproducible). Splitting along v keeps the grid wide (Hv·dv/32
-// blocks) without any cross-block synchronization (spec/gpu_design.md §2.2).
+// blocks) without any cross-block synchronization (docs/qwen4_exp.md §3.5).
 // Kernels wait for the previous kernel before touching memory and are launched with
 // launch_dependent (dependent_launch.cuh).
 #include <cuda_runtime.h>

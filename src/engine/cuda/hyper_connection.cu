@@ -1,4 +1,4 @@
-// Hyper-connection mix on the GPU (spec/qwen4_exp.md §3.3), as engine/model/hyper_connection.cpp.
+// Hyper-connection mix on the GPU (docs/qwen4_exp.md §3.3), as engine/model/hyper_connection.cpp.
 // Kernels wait for the previous kernel before touching memory and are launched with
 // launch_dependent (dependent_launch.cuh).
 #include "engine/cuda/affine_gemv_bulk.h"

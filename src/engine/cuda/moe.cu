@@ -1,4 +1,4 @@
-// The MoE block on the GPU (spec/qwen4_exp.md §3.7), mirroring engine/model/moe.cpp: softmax
+// The MoE block on the GPU (docs/qwen4_exp.md §3.7), mirroring engine/model/moe.cpp: softmax
 // router and top-k on the device, one read-back of the routing (and the next layer's predicted
 // routing) per layer, routed experts from the host ExpertSource copied into the DeviceExpertPool
 // and computed as they arrive into per-(row, slot) outputs, then one combine kernel that sums

@@ -1,4 +1,4 @@
-// Per-layer n-gram embeddings on the GPU (spec/qwen4_exp.md §3.4), as engine/model/ple.cpp. The
+// Per-layer n-gram embeddings on the GPU (docs/qwen4_exp.md §3.4), as engine/model/ple.cpp. The
 // n-gram rows are gathered and dequantized on the host (the table never leaves host memory) and
 // arrive here as `embedding` [T, P]. Kernels wait for the previous kernel before touching memory
 // and are launched with launch_dependent (dependent_launch.cuh).

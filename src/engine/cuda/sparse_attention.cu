@@ -1,4 +1,4 @@
-// QSA attention on the GPU (spec/qwen4_exp.md §3.6), mirroring engine/model/sparse_attention.cpp
+// QSA attention on the GPU (docs/qwen4_exp.md §3.6), mirroring engine/model/sparse_attention.cpp
 // step for step in float32: indexer queries and block keys, q/k/v with norm and RoPE appended to
 // the device cache, top-K block selection per row (radix select, ties to the smaller block), and
 // split-K online-softmax attention combined in a fixed order, so results are reproducible.
@@ -775,7 +775,7 @@ SparseAttentionCheck::SparseAttentionCheck(const model_data::qwen4_exp::Config& 
         m.cache.block_keys = m.block_keys.as<float>();
     }
 
-    // engine::Rope's table, computed the same way (spec §1.5).
+    // engine::Rope's table, computed the same way (docs/qwen4_exp.md §1.5).
     std::vector<float> inv_freq;
     const auto base = static_cast<float>(config.rope.rope_theta);
     for (int64_t i = 0; i < config.rotary_dim / 2; ++i) {

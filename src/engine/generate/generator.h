@@ -1,4 +1,4 @@
-// Text generation over a Model (seed "Run", "Generation options", spec/qwen4_exp.md §6.5):
+// Text generation over a Model (seed "Run", "Generation options", docs/qwen4_exp.md §6.5):
 // chunked prefill, then decode one token per step, or with MTP speculation: the head drafts up to
 // two tokens, the trunk verifies the pending token and the drafts in one call, the longest
 // agreeing prefix is accepted and the rest rolled back. Greedy output is the same for every

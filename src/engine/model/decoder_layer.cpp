@@ -1,4 +1,4 @@
-// One decoder layer (spec/qwen4_exp.md §3.2): PLE, attention-side hyper-connection, the token
+// One decoder layer (docs/qwen4_exp.md §3.2): PLE, attention-side hyper-connection, the token
 // mixer (GDN or QSA), MLP-side hyper-connection and MoE.
 #include <vector>
 

@@ -1,4 +1,4 @@
-// The delta-rule recurrence of Gated DeltaNet (spec/qwen4_exp.md §3.5) for one value head, on
+// The delta-rule recurrence of Gated DeltaNet (docs/qwen4_exp.md §3.5) for one value head, on
 // inputs already normalized and gated, token by token: the form the CPU layer runs, and so the
 // oracle every other formulation (the CUDA chunked prefill) is tested against.
 #pragma once

@@ -1,4 +1,4 @@
-// Gated DeltaNet (spec/qwen4_exp.md §3.5) with the token-by-token recurrence for every call, so
+// Gated DeltaNet (docs/qwen4_exp.md §3.5) with the token-by-token recurrence for every call, so
 // per-row states exist for speculative rollback and any chunking gives the same result.
 #include <algorithm>
 #include <cmath>

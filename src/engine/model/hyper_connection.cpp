@@ -1,4 +1,4 @@
-// Hyper-connection mix and combine (spec/qwen4_exp.md §3.3).
+// Hyper-connection mix and combine (docs/qwen4_exp.md §3.3).
 #include <vector>
 
 #include "engine/model/layers.h"

@@ -1,4 +1,4 @@
-// The pieces of a decoder layer (spec/qwen4_exp.md §3.2-§3.7) over T rows at once. Activations
+// The pieces of a decoder layer (docs/qwen4_exp.md §3.2-§3.7) over T rows at once. Activations
 // are float32, row-major [T, width]. Internal to engine/model: model.cpp and mtp.cpp compose
 // them; tests reach them through Model.
 #pragma once

@@ -1,4 +1,4 @@
-// The qwen4_exp forward pass on the CPU (spec/qwen4_exp.md §3, §5, §6) over a packed store's
+// The qwen4_exp forward pass on the CPU (docs/qwen4_exp.md §3, §5, §6) over a packed store's
 // weights, with routed experts from an ExpertSource. A Model is stateless between calls: every
 // sequence's caches live in a SequenceState the caller owns, so several sequences (or saved
 // checkpoints of one) can share one Model. Not thread-safe: one call at a time per Model.

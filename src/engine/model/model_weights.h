@@ -36,7 +36,8 @@ struct Linear {
     void row(int64_t index, float* out) const;
 };
 
-// Hyper-connection mix/combine weights (spec §3.3); `inject` is absent for the final mixers.
+// Hyper-connection mix/combine weights (docs/qwen4_exp.md §3.3); `inject` is absent for the final
+// mixers.
 struct HyperConnectionWeights {
     const float* norm = nullptr;   // [C·H], already 1+w
     Linear down;                   // [R, C·H]
@@ -69,7 +70,8 @@ struct MoeWeights {
     int64_t table_layer = 0;    // the expert table's layer index (MTP layers follow the trunk)
 };
 
-// One PLE layer (spec §3.4): projections, norms, the dilated conv, and its n-gram table rows.
+// One PLE layer (docs/qwen4_exp.md §3.4): projections, norms, the dilated conv, and its n-gram
+// table rows.
 struct PleWeights {
     Linear key, value;  // [C·H, P], [H, P]
     const float* norm_key = nullptr;

@@ -1,4 +1,4 @@
-// The MoE block (spec/qwen4_exp.md §3.7): softmax router, top-k with renormalization, routed
+// The MoE block (docs/qwen4_exp.md §3.7): softmax router, top-k with renormalization, routed
 // experts from the ExpertSource (the union of all rows' choices, computed as each record becomes
 // ready, rows grouped per expert), and the gated shared expert.
 #include <algorithm>

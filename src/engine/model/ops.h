@@ -1,4 +1,4 @@
-// Elementwise and normalization primitives of spec/qwen4_exp.md §3.0, in float32. Norm weights
+// Elementwise and normalization primitives of docs/qwen4_exp.md §3.0, in float32. Norm weights
 // are the multiplier actually applied (the store folds zero-centred 1+w), so every RMS norm here
 // is x / sqrt(mean(x²) + eps) · w.
 #pragma once

@@ -1,4 +1,4 @@
-// Per-layer n-gram embeddings (spec/qwen4_exp.md §3.4): gather and dequantize the rows the
+// Per-layer n-gram embeddings (docs/qwen4_exp.md §3.4): gather and dequantize the rows the
 // n-gram ids select, gate them against the residual per stream, and add a dilated causal conv of
 // the normalized gated value.
 #include <algorithm>

@@ -1,4 +1,4 @@
-// The inference state of one sequence (spec/qwen4_exp.md §5): per-layer caches and recurrent
+// The inference state of one sequence (docs/qwen4_exp.md §5): per-layer caches and recurrent
 // states, the n-gram context, the committed token history and the position; the MTP head's own
 // caches (§6.4); and per-row snapshots of the non-truncatable states taken while verifying
 // drafts, so commit(n) can roll back to the last accepted row (§5.2). A SequenceState is a plain

@@ -1,4 +1,4 @@
-// QSA attention (spec/qwen4_exp.md §3.6): the indexer scores completed blocks of r tokens with
+// QSA attention (docs/qwen4_exp.md §3.6): the indexer scores completed blocks of r tokens with
 // pooled, normalized, rotated keys; each query attends to its top-K blocks plus the incomplete
 // tail block, with a sigmoid output gate per head. Without indexer fields it is plain causal
 // attention (the engine extension of §1.3).

@@ -98,7 +98,7 @@ auto on_primary(SequenceState& state, Call&& call) {
     return call(state);
 }
 
-// A call whose logits differ by more than this (spec/qwen4_exp.md §4.3's tolerance) is replayed
+// A call whose logits differ by more than this (docs/qwen4_exp.md §4.3's tolerance) is replayed
 // with traces to find the first stage that diverges.
 constexpr double kLogitTolerance = 1e-3;
 // A traced stage diverges when its largest difference exceeds this fraction of its RMS.

@@ -1,4 +1,4 @@
-// MLX affine quantization (formats.md §2): bit unpacking of one row's little-endian code
+// MLX affine quantization (docs/formats.md §2): bit unpacking of one row's little-endian code
 // stream, dequantization, and the quantizer that reproduces mx.quantize's bytes.
 #pragma once
 
@@ -26,7 +26,7 @@ inline uint32_t mlx_code(std::span<const uint8_t> row, int bits, size_t k) {
 void dequantize_mlx_row(std::span<const uint8_t> codes, std::span<const float> scales,
                         std::span<const float> biases, int bits, int group_size, std::span<float> out);
 
-// Which of MLX's two rounding behaviours to reproduce (formats.md §2.5): the GPU kernels
+// Which of MLX's two rounding behaviours to reproduce (docs/formats.md §2.5): the GPU kernels
 // (Metal, CUDA) floor wmax at 0 and round half away from zero; the CPU kernel uses the true
 // max and rounds half to even.
 enum class MlxRounding { Gpu, Cpu };

@@ -1,4 +1,4 @@
-// MLX quantization parameters from config.json (formats.md §3.2): `quantization` (or the
+// MLX quantization parameters from config.json (docs/formats.md §3.2): `quantization` (or the
 // identical `quantization_config`) holds global bits / group_size / mode and per-module
 // overrides (a dict of parameters, or false for "not quantized").
 #pragma once

@@ -1,4 +1,4 @@
-// The ggml tensor types a GGUF file can name (spec/formats.md §4.4): id, name and the block
+// The ggml tensor types a GGUF file can name (docs/formats.md §4.4): id, name and the block
 // geometry needed to size a tensor. Ids that ggml removed (4, 5, 31-33, 36-38) are unknown.
 #pragma once
 

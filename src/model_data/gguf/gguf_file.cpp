@@ -1,4 +1,4 @@
-// Parses a GGUF header (spec/formats.md §4) through a chunked reader and checks every count,
+// Parses a GGUF header (docs/formats.md §4) through a chunked reader and checks every count,
 // length and tensor range against the file size before trusting it.
 #include "model_data/gguf/gguf_file.h"
 

@@ -1,4 +1,4 @@
-// A GGUF v2/v3 file described from its header (spec/formats.md §4): metadata with exact value
+// A GGUF v2/v3 file described from its header (docs/formats.md §4): metadata with exact value
 // types, tensor infos with row-major shapes and absolute byte ranges. Inspection only; the
 // engine never runs GGUF weights. The header is read through a ByteSource in chunks, so a remote
 // source fetches only header bytes.

@@ -1,4 +1,4 @@
-// GGUF metadata values (spec/formats.md §4.2): the thirteen on-disk value types and a value that
+// GGUF metadata values (docs/formats.md §4.2): the thirteen on-disk value types and a value that
 // keeps its exact type, including arrays of any element type and nested arrays.
 #pragma once
 

@@ -1,6 +1,7 @@
-// A Hugging Face Hub client over libcurl (formats.md §5.3, §5.4): resolves revisions to commits
-// with the file list, opens a commit's files for range reads, and downloads files with resume.
-// Every URL is built from the endpoint (HF_ENDPOINT); the token travels only as a bearer header.
+// A Hugging Face Hub client over libcurl (docs/formats.md §5.3, §5.4): resolves revisions to
+// commits with the file list, opens a commit's files for range reads, and downloads files with
+// resume. Every URL is built from the endpoint (HF_ENDPOINT); the token travels only as a bearer
+// header.
 #pragma once
 
 #include <cstdint>

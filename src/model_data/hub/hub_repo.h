@@ -1,6 +1,6 @@
 // Names on the Hugging Face Hub: repository IDs ("owner/name"), revisions (branches, tags, commits;
 // may contain slashes), commits (40 hex), and how each is spelled in URLs and the cache
-// (formats.md §5.2, §5.3).
+// (docs/formats.md §5.2, §5.3).
 #pragma once
 
 #include <string>

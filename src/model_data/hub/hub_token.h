@@ -1,4 +1,4 @@
-// Where a Hugging Face token comes from (formats.md §5.1): --hf-token, then HF_TOKEN, then
+// Where a Hugging Face token comes from (docs/formats.md §5.1): --hf-token, then HF_TOKEN, then
 // HUGGING_FACE_HUB_TOKEN, then the file at HF_TOKEN_PATH, else $HF_HOME/token (HF_HOME defaults
 // to $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface). The token is only ever sent as a
 // bearer header; it is never stored, logged or put in a message.

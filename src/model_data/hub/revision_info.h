@@ -1,4 +1,4 @@
-// The Hub's answer to GET {E}/api/models/{repo}/revision/{rev}?blobs=true (formats.md §5.3):
+// The Hub's answer to GET {E}/api/models/{repo}/revision/{rev}?blobs=true (docs/formats.md §5.3):
 // the commit a revision resolves to and the files of that commit with their sizes.
 #pragma once
 

@@ -1,5 +1,5 @@
 // describe_layout: classifies every tensor of a qwen4_exp checkpoint, checks it against the
-// Config, and lists what is missing (spec/qwen4_exp.md §2, §6.2; formats.md §3.5–3.9).
+// Config, and lists what is missing (docs/qwen4_exp.md §2, §6.2; docs/formats.md §3.5–3.9).
 #include "model_data/qwen4_exp/checkpoint_layout.h"
 
 #include <algorithm>
@@ -537,7 +537,7 @@ void LayoutBuilder::decide_norm_convention() {
     const bool mlx_vlm = std::any_of(layout_.ple_layers.begin(), layout_.ple_layers.end(),
                                      [](const PleLayerLayout& ple) { return ple.concatenated; });
     // A concatenated table alone is no MLX signal (HF's runtime module is one table too); with
-    // MLX signals it marks the mlx-vlm port, which folds the +1 (formats.md §3.9).
+    // MLX signals it marks the mlx-vlm port, which folds the +1 (docs/formats.md §3.9).
     const bool folded = mlx_vlm && n_mlx > 0;
     if (folded) signal(false, "concatenated n-gram table with MLX layout (mlx-vlm)");
     if (folded) {

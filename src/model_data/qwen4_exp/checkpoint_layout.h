@@ -1,5 +1,5 @@
-// What a qwen4_exp checkpoint holds, checked against its Config (spec/qwen4_exp.md §2, §6.2;
-// formats.md §3.5–3.9): every tensor's role and shape, the expert form, the MTP head, the PLE
+// What a qwen4_exp checkpoint holds, checked against its Config (docs/qwen4_exp.md §2, §6.2;
+// docs/formats.md §3.5–3.9): every tensor's role and shape, the expert form, the MTP head, the PLE
 // n-gram shards with their row offsets, missing / unknown tensors, and the layout signals that
 // tell zero-centred (HF) norm weights from folded (MLX-converted) ones.
 #pragma once
@@ -48,7 +48,7 @@ enum class ConvLayout {
 };
 
 // Whether the `1 + w` norm weights (hc_norm, q/k norms, indexer and PLE norms) are stored
-// zero-centred or with the 1 folded in (formats.md §3.8–3.9).
+// zero-centred or with the 1 folded in (docs/formats.md §3.8–3.9).
 enum class NormConvention {
     ZeroCentred,   // HF layout signals only
     Folded,        // mlx-vlm conversion (MLX layout + concatenated n-gram table): folds the +1

@@ -1,4 +1,4 @@
-// The qwen4_exp text configuration (spec/qwen4_exp.md §1): every field that affects inference,
+// The qwen4_exp text configuration (docs/qwen4_exp.md §1): every field that affects inference,
 // parsed from config.json (nested `text_config` or flat form), validated (§1.3) and extended with
 // the derived values of §1.4. Description only: no math of the forward pass lives here.
 #pragma once

@@ -1,4 +1,4 @@
-// spec/qwen4_exp.md §3.4: splitmix64 multipliers, prime head sizes, offsets and n-gram ids.
+// docs/qwen4_exp.md §3.4: splitmix64 multipliers, prime head sizes, offsets and n-gram ids.
 #include "model_data/qwen4_exp/ngram_hashing.h"
 
 #include <algorithm>

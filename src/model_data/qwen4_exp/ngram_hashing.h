@@ -1,4 +1,4 @@
-// The PLE n-gram hashing description of spec/qwen4_exp.md §3.4: per-PLE-layer multipliers, head
+// The PLE n-gram hashing description of docs/qwen4_exp.md §3.4: per-PLE-layer multipliers, head
 // vocab sizes (consecutive primes), offsets, table size, and the n-gram ids of new tokens. All
 // arithmetic is unsigned 64-bit; the checkpoint buffers it mirrors are int64.
 #pragma once

@@ -1,4 +1,4 @@
-// qwen4_exp tensor names → roles (spec/qwen4_exp.md §2, §6.2; formats.md §3.5–3.9). Purely
+// qwen4_exp tensor names → roles (docs/qwen4_exp.md §2, §6.2; docs/formats.md §3.5–3.9). Purely
 // syntactic: which prefix form, which layer / expert / shard, which role, which component
 // (MLX `.scales` / `.biases` companions). Checking names against a Config is checkpoint_layout's
 // job.
@@ -63,7 +63,7 @@ enum class TensorRole {
     IndexerQkProj,
     IndexerQNorm,
     IndexerKNorm,
-    // MoE (§2.6, formats.md §3.5).
+    // MoE (§2.6, docs/formats.md §3.5).
     Router,
     ExpertsGateUp,  // fused [E, 2I, H], no .weight suffix
     ExpertsDown,    // fused [E, H, I]
@@ -85,7 +85,7 @@ enum class TensorRole {
     PleNormConv,
     PleConv1d,
     NgramShard,  // with shard index
-    NgramTable,  // one concatenated table (mlx-vlm conversion, formats.md §3.9)
+    NgramTable,  // one concatenated table (mlx-vlm conversion, docs/formats.md §3.9)
     PleLayerMultipliers,
     PleHeadVocabSizes,
     PleHeadOffsets,

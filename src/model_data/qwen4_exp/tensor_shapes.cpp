@@ -1,5 +1,5 @@
-// Role → expected shape table of spec/qwen4_exp.md §2.2–2.7 and §6.2, and the packed-shape
-// rule of formats.md §2.2.
+// Role → expected shape table of docs/qwen4_exp.md §2.2–2.7 and §6.2, and the packed-shape
+// rule of docs/formats.md §2.2.
 #include "model_data/qwen4_exp/tensor_shapes.h"
 
 #include <array>
@@ -248,7 +248,7 @@ std::string check_dtype(const TensorName& name, const std::string& dtype) {
             return "dtype " + dtype + " cannot hold a " + std::string(tensor_role_name(role)) +
                    " weight";
         case TensorComponent::Scales:
-            // mxfp4 / mxfp8 / nvfp4 store scales as U8 (formats.md §2.1).
+            // mxfp4 / mxfp8 / nvfp4 store scales as U8 (docs/formats.md §2.1).
             if (is_float_dtype(dtype) || dtype == "U8" || dtype == "F8_E8M0") return "";
             return "scales dtype " + dtype + " is not a float or U8";
         case TensorComponent::Biases:

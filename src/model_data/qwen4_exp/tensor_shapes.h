@@ -1,5 +1,5 @@
-// Expected shapes and dtypes of qwen4_exp tensor roles given a Config (spec/qwen4_exp.md §2,
-// §6.2), for float tensors and for MLX-packed ones (formats.md §2.2: U32 weight
+// Expected shapes and dtypes of qwen4_exp tensor roles given a Config (docs/qwen4_exp.md §2,
+// §6.2), for float tensors and for MLX-packed ones (docs/formats.md §2.2: U32 weight
 // [..., out, in·bits/32], scales / biases [..., out, in/group]).
 #pragma once
 

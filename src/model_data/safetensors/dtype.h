@@ -1,4 +1,4 @@
-// The safetensors dtype strings (spec/formats.md §1.3) with their bit widths.
+// The safetensors dtype strings (docs/formats.md §1.3) with their bit widths.
 #pragma once
 
 #include <cstdint>

@@ -124,7 +124,7 @@ SafetensorsCheckpoint SafetensorsCheckpoint::open(const ObjectStore& store, int 
                                            std::to_string(*checkpoint.index_->total_size) +
                                            " but the tensors hold " + std::to_string(total_bytes) + " bytes");
         }
-        // mlx-lm loads every model*.safetensors regardless of the index (formats.md §1.6).
+        // mlx-lm loads every model*.safetensors regardless of the index (docs/formats.md §1.6).
         if (auto listing = store.list()) {
             std::set<std::string> used(shard_names.begin(), shard_names.end());
             for (const auto& name : *listing) {

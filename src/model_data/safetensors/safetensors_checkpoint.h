@@ -1,5 +1,5 @@
 // A checkpoint's set of safetensors files: sharded through model.safetensors.index.json
-// (formats.md §1.6), a single model.safetensors, or every *.safetensors in the store.
+// (docs/formats.md §1.6), a single model.safetensors, or every *.safetensors in the store.
 // The weight map is trusted; shards are checked against it.
 #pragma once
 

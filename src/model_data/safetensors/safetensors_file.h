@@ -1,4 +1,4 @@
-// A safetensors container (spec/formats.md §1): strict header validation, tensor lookup,
+// A safetensors container (docs/formats.md §1): strict header validation, tensor lookup,
 // streaming byte reads through a ByteSource, and mapped views that keep their mapping alive.
 #pragma once
 
@@ -16,7 +16,7 @@
 
 namespace cherenkov::model_data {
 
-// The reference reader's bound on the JSON header length (formats.md §1.1).
+// The reference reader's bound on the JSON header length (docs/formats.md §1.1).
 inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
 
 struct TensorInfo {
@@ -45,7 +45,7 @@ struct SafetensorsHeader {
 };
 
 // Validates and parses the JSON header of a file of `file_size` bytes whose header is
-// `header_bytes` long (rules 1-5 of formats.md §1.4). `file_name` prefixes every error.
+// `header_bytes` long (rules 1-5 of docs/formats.md §1.4). `file_name` prefixes every error.
 SafetensorsHeader parse_safetensors_header(std::string_view json, uint64_t header_bytes,
                                            uint64_t file_size, const std::string& file_name);
 

@@ -35,7 +35,8 @@ struct HttpGet {
 };
 
 // "401 unauthorized: ..." for a failed status, using the Hub's X-Error-Code / X-Error-Message
-// headers when present (formats.md §5.5), with what to do about it. Never includes credentials.
+// headers when present (docs/formats.md §5.5), with what to do about it. Never includes
+// credentials.
 std::string describe_http_status(long status, const std::string& error_code,
                                  const std::string& error_message);
 // NotFound for 404, InvalidInput for 401 / 403 (credentials or access), Io otherwise.

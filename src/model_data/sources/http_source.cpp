@@ -27,7 +27,7 @@ struct RangeResponse {
     CURL* curl = nullptr;
     long status = 0;
     std::string content_range;
-    std::string error_code;     // X-Error-Code (formats.md §5.5)
+    std::string error_code;     // X-Error-Code (docs/formats.md §5.5)
     std::string error_message;  // X-Error-Message
     std::vector<std::byte> body;
     size_t body_limit = 0;  // stop storing beyond this (a server that ignores Range)

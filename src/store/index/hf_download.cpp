@@ -95,7 +95,7 @@ SnapshotResult download_snapshot(const SnapshotDownload& request, const std::str
     check_architecture(directory + "/config.json", what);
     if (request.metadata_only) return result;
 
-    // The shards: named by the index (formats.md §1.6), else model.safetensors.
+    // The shards: named by the index (docs/formats.md §1.6), else model.safetensors.
     std::vector<std::string> shard_names;
     const std::string index_path = directory + "/" + std::string(model_data::kShardIndexName);
     if (fs::exists(index_path, ec)) {

@@ -18,7 +18,7 @@ constexpr int kMainGroup = 64;
 constexpr int kNgramGroup = 32;
 constexpr uint64_t kBigTensorBytes = 1 << 20;
 
-// Zero-centred RMSNorm weights applied as 1 + w (spec/qwen4_exp.md §2.2–2.7, §6.2). The gated
+// Zero-centred RMSNorm weights applied as 1 + w (docs/qwen4_exp.md §2.2–2.7, §6.2). The gated
 // GDN norm (linear_attn.norm) is plain w and is deliberately absent.
 bool is_one_plus_norm(R role) {
     switch (role) {

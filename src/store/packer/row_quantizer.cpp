@@ -26,7 +26,7 @@ void store_u16(std::byte* at, uint16_t value) {
     std::memcpy(at, &value, sizeof value);
 }
 
-// One group with MLX's affine algorithm, GPU variant (formats.md §2.5): the same float32
+// One group with MLX's affine algorithm, GPU variant (docs/formats.md §2.5): the same float32
 // operations as model_data::quantize_mlx_row, writing codes and BF16 scale / bias in place
 // without allocating. RowQuantizer tests hold the two equal bit for bit. A group's codes are
 // whole bytes (group sizes are multiples of 8).

@@ -1,6 +1,6 @@
 // Row-parallel conversions used by the packer: float decoding of stored rows and MLX affine
-// quantization (formats.md §2.5, GPU rounding) of whole row blocks into codes and BF16 scales /
-// biases.
+// quantization (docs/formats.md §2.5, GPU rounding) of whole row blocks into codes and BF16 scales
+// / biases.
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,6 @@
 // CPU matmul kernels against a naive reference that dequantizes with model_data's MLX affine
-// code (formats.md §2), for every bit width and group size, both kernel families, odd shapes and
-// strides; plus the order guarantees: bitwise the same for any thread count and any batch.
+// code (docs/formats.md §2), for every bit width and group size, both kernel families, odd shapes
+// and strides; plus the order guarantees: bitwise the same for any thread count and any batch.
 #include "engine/cpu/matmul.h"
 
 #include <gtest/gtest.h>

@@ -89,7 +89,7 @@ private:
 
 // The first row whose router or QSA selection in any layer is a tie or near-tie (margin ≤ 1e-4,
 // relative for the router): the reference breaks such ties in an implementation-defined way, so
-// rows from there on are skipped, never failed (spec/qwen4_exp.md §7). n_rows when none.
+// rows from there on are skipped, never failed (docs/qwen4_exp.md §7). n_rows when none.
 inline int64_t first_tie_row(const engine::ForwardTrace& trace, int64_t n_rows) {
     int64_t first = n_rows;
     for (const auto& [name, values] : trace.tensors) {

@@ -1,4 +1,4 @@
-// Incremental evaluation equals the full pass (spec/qwen4_exp.md §5.1): prefill then one token
+// Incremental evaluation equals the full pass (docs/qwen4_exp.md §5.1): prefill then one token
 // at a time, uneven chunks, token by token; the reference's greedy continuation; and rollback of
 // verified rows (§5.2) equal to a run that only ever saw the accepted tokens.
 #include <gtest/gtest.h>

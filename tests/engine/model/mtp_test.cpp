@@ -1,5 +1,5 @@
 // The MTP head against the reference built from transformers modules (tiny_a/reference/
-// mtp.safetensors, spec/qwen4_exp.md §6): the catch-up/prefill rows (draft 1 at every position),
+// mtp.safetensors, docs/qwen4_exp.md §6): the catch-up/prefill rows (draft 1 at every position),
 // its §6.3 pieces, and chained second drafts whose MTP cache holds exactly rows 0..p.
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // Stage-by-stage comparison with the reference's captured intermediates (prompt eos_mid): every
-// stage within 1e-4 of its RMS (spec/qwen4_exp.md §4.3), reporting the first stage that fails.
+// stage within 1e-4 of its RMS (docs/qwen4_exp.md §4.3), reporting the first stage that fails.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,5 +1,5 @@
 // The CPU engine against the transformers reference (tests/fixtures/README.md): logits at every
-// position of every prompt, for every checkpoint form, within spec/qwen4_exp.md §4.3's 1e-3.
+// position of every prompt, for every checkpoint form, within docs/qwen4_exp.md §4.3's 1e-3.
 #include <gtest/gtest.h>
 
 #include <algorithm>

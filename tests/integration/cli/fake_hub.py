@@ -1,4 +1,4 @@
-"""A local stand-in for the Hugging Face Hub endpoints the client uses (../shared/spec/formats.md
+"""A local stand-in for the Hugging Face Hub endpoints the client uses (docs/formats.md
 §5.3-5.5), on 127.0.0.1 only: revision resolution with the file list, file resolution with Range,
 redirects to a separate "CDN" server, auth-required and gated repositories (401/403 with
 X-Error-Code), 404s, a mode that ignores Range, a mode that cuts transfers short once per file

@@ -38,7 +38,7 @@ def bf16_to_f32(raw):
 
 
 def dequantize(codes, scales, biases, rows, cols, group):
-    """4-bit MLX affine, low nibble first (formats.md 2.4)."""
+    """4-bit MLX affine, low nibble first (docs/formats.md 2.4)."""
     packed = np.frombuffer(codes, dtype=np.uint8).reshape(rows, cols // 2)
     q = np.empty((rows, cols), dtype=np.float32)
     q[:, 0::2] = packed & 0x0F

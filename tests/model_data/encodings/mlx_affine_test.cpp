@@ -1,4 +1,4 @@
-// The quantizer and unpacker against the worked examples of spec/formats.md §2.6, computed
+// The quantizer and unpacker against the worked examples of docs/formats.md §2.6, computed
 // there independently of this code.
 #include "model_data/encodings/mlx_affine.h"
 

@@ -1,4 +1,4 @@
-// describe_layout on synthesized tensor lists for the tiny config of spec/qwen4_exp.md §7: both
+// describe_layout on synthesized tensor lists for the tiny config of docs/qwen4_exp.md §7: both
 // prefix forms, fused and per-expert experts, MTP, MLX conversions, and broken variants.
 #include "model_data/qwen4_exp/checkpoint_layout.h"
 
@@ -484,7 +484,7 @@ std::vector<TensorEntry> mlx_tensors(int bits) {
     std::vector<TensorEntry> packed;
     for (const TensorEntry& entry : tiny_tensors(synth)) {
         // mlx-lm quantizes Linear / Embedding weights whose input width is a multiple of the
-        // group size; conv1d, norms and buffers stay float (formats.md §3.3).
+        // group size; conv1d, norms and buffers stay float (docs/formats.md §3.3).
         const bool suffixed =
             entry.name.size() > 7 && entry.name.compare(entry.name.size() - 7, 7, ".weight") == 0;
         const bool quantize = suffixed && entry.shape.size() >= 2 && entry.shape.back() % 32 == 0 &&

@@ -1,4 +1,4 @@
-// qwen4_exp config parsing: the FN and tiny configs of spec/qwen4_exp.md §1.2 / §7, both forms,
+// qwen4_exp config parsing: the FN and tiny configs of docs/qwen4_exp.md §1.2 / §7, both forms,
 // HF defaults, and every §1.3 rule rejected with the file and field named.
 #include "model_data/qwen4_exp/config.h"
 

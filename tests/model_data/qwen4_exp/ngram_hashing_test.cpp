@@ -1,4 +1,4 @@
-// PLE n-gram hashing against the constants and the test vector of spec/qwen4_exp.md §3.4, and
+// PLE n-gram hashing against the constants and the test vector of docs/qwen4_exp.md §3.4, and
 // the tiny-config constants of §7.
 #include "model_data/qwen4_exp/ngram_hashing.h"
 

@@ -1,4 +1,4 @@
-// qwen4_exp tensor-name classification (spec/qwen4_exp.md §2, §6.2; formats.md §3.5–3.9).
+// qwen4_exp tensor-name classification (docs/qwen4_exp.md §2, §6.2; docs/formats.md §3.5–3.9).
 #include "model_data/qwen4_exp/tensor_roles.h"
 
 #include <gtest/gtest.h>

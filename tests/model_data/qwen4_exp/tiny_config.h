@@ -1,4 +1,4 @@
-// The tiny config of spec/qwen4_exp.md §7 in its flat (text-only) form, shared by the
+// The tiny config of docs/qwen4_exp.md §7 in its flat (text-only) form, shared by the
 // qwen4_exp config and layout tests.
 #pragma once
 
