@@ -84,9 +84,9 @@ Json parse_arguments(const Json& value, const std::string& path) {
     return arguments;
 }
 
-ToolCall parse_tool_call(const Json& value, const std::string& path) {
+MessageToolCall parse_tool_call(const Json& value, const std::string& path) {
     if (!value.is_object()) fail(path, "must be an object, not " + type_word(value));
-    ToolCall call;
+    MessageToolCall call;
     const Json* function = nullptr;
     for (const auto& [key, item] : value.items()) {
         if (key == "id") {

@@ -15,7 +15,7 @@ struct ContentPart {
     std::string text;
 };
 
-struct ToolCall {
+struct MessageToolCall {
     std::string id;  // empty when the client gave none
     std::string name;
     // Always a JSON object: a JSON string given by the client is decoded here, as templates
@@ -29,7 +29,7 @@ struct ChatMessage {
     Role role = Role::User;
     // null (or absent), a string, or a list of text parts.
     std::variant<std::monostate, std::string, std::vector<ContentPart>> content;
-    std::vector<ToolCall> tool_calls;  // assistant only
+    std::vector<MessageToolCall> tool_calls;  // assistant only
     std::optional<std::string> tool_call_id;
     std::optional<std::string> name;
     std::optional<std::string> reasoning_content;

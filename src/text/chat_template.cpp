@@ -58,7 +58,7 @@ Value content_value(const ChatMessage& message) {
     return Value::list(std::move(parts));
 }
 
-Value tool_call_value(const ToolCall& call) {
+Value tool_call_value(const MessageToolCall& call) {
     Dict function;
     function.set(Value::string("name"), Value::string(call.name));
     function.set(Value::string("arguments"), jinja::value_from_json(call.arguments));
