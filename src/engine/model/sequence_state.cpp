@@ -47,7 +47,11 @@ LayerState make_layer_state(const q4::Config& c, q4::LayerType type, bool has_pl
         s.attention.keys.reserve(reserve * kv);
         s.attention.values.reserve(reserve * kv);
         if (c.indexer) {
-            s.attention.index_keys.reserve(reserve * static_cast<size_t>(c.indexer->head_dim));
+            const auto di = static_cast<size_t>(c.indexer->head_dim);
+            s.attention.index_keys.reserve(reserve * di);
+            // Block keys too, so a full context allocates nothing more (sequence_state_bytes).
+            const auto ratio = static_cast<size_t>(std::max<int64_t>(c.indexer->compress_ratio, 1));
+            s.attention.block_keys.reserve(reserve / ratio * di);
         }
     }
     if (has_ple) {
