@@ -10,6 +10,22 @@
 #include "base/log.h"
 #include "cli/commands.h"
 
+namespace {
+
+// "cherenkov: MESSAGE (see `cherenkov COMMAND --help`)", naming the deepest command the
+// arguments reached, so the hint points at the help that lists the flag in question.
+int report_usage_error(const CLI::App& app, const CLI::ParseError& e) {
+    std::string command = "cherenkov";
+    for (const CLI::App* at = &app; !at->get_subcommands().empty();) {
+        at = at->get_subcommands().front();
+        command += " " + at->get_name();
+    }
+    std::fprintf(stderr, "cherenkov: %s (see `%s --help`)\n", e.what(), command.c_str());
+    return 2;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
     CLI::App app{"Cherenkov: runs huge qwen4_exp MoE models from a 4-bit packed store"};
     app.require_subcommand(1);
@@ -28,6 +44,9 @@ int main(int argc, char** argv) {
     };
     for (auto& command : cherenkov::cli::register_model_commands(app)) commands.push_back(command);
     for (auto& command : cherenkov::cli::register_store_commands(app)) commands.push_back(command);
+    // Last: the seed's names no command above has taken yet.
+    for (auto& command : cherenkov::cli::register_reserved_commands(app))
+        commands.push_back(command);
 
     // `cherenkov MODEL 'prompt'` is `cherenkov run MODEL 'prompt'`: a first argument that is
     // neither a flag nor a command name selects the run command.
@@ -44,7 +63,10 @@ int main(int argc, char** argv) {
     try {
         app.parse(static_cast<int>(args.size()), args.data());
     } catch (const CLI::ParseError& e) {
-        return app.exit(e);
+        // --help and --version print and exit 0; every other parse error is a usage error
+        // (exit 2, commands.h), reported in the project's one-line form.
+        if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
+        return report_usage_error(app, e);
     }
 
     try {
