@@ -14,6 +14,7 @@
 #include "text/chat_message.h"
 #include "text/chat_template.h"
 #include "text/tokenizer/tokenizer.h"
+#include "text/tool_calls/tool_spec.h"
 
 namespace cherenkov::cli {
 namespace {
@@ -46,7 +47,17 @@ int run_prompt(const PromptOptions& options) {
         throw e.with_context(options.messages_path);
     }
     nlohmann::ordered_json tools;
-    if (!options.tools_path.empty()) tools = read_json_file(options.tools_path);
+    if (!options.tools_path.empty()) {
+        tools = read_json_file(options.tools_path);
+        // The server's rules for a request's tools (seed "Tool calling"): function tools with
+        // names of [A-Za-z0-9_-]{1,64}, object parameter schemas, no strict, no duplicates.
+        // The template renders the definitions as given, as the server does.
+        try {
+            text::parse_tools(tools);
+        } catch (const Error& e) {
+            throw e.with_context(options.tools_path);
+        }
+    }
     text::RenderOptions render_options;
     render_options.add_generation_prompt = !options.no_generation_prompt;
     render_options.enable_thinking = options.enable_thinking;
@@ -68,8 +79,9 @@ Command register_prompt(CLI::App& parent) {
     auto options = std::make_shared<PromptOptions>();
     CLI::App* app =
         parent.add_subcommand("prompt", "Render messages through the checkpoint's chat template");
-    app->add_option("model", options->model,
-                    "Directory holding chat_template.jinja or tokenizer_config.json, or any model selector")
+    app->add_option(
+           "model", options->model,
+           "Directory holding chat_template.jinja or tokenizer_config.json, or any model selector")
         ->required();
     app->add_option("--messages", options->messages_path,
                     "JSON file with the list of OpenAI-style messages")
