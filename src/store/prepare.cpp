@@ -9,6 +9,7 @@
 #include "store/packer/source_identity.h"
 #include "store/packer/source_model.h"
 #include "store/store_check.h"
+#include "store/store_update.h"
 
 namespace cherenkov::store {
 
@@ -38,30 +39,26 @@ std::vector<int> parse_expert_bits(const std::vector<std::string>& items) {
     return bits;
 }
 
-namespace {
-
 // A store is reused only for the checkpoint it was packed from (same kind and content hashes;
 // a moved or touched copy is the same source). Never overwrites a store packed from another.
-void require_same_source(const PrepareOptions& options, const SourceIdentity& recorded) {
-    const SourceModel source = open_source_model(options.source_dir);
+void require_same_source(const std::string& store_dir, const SourceIdentity& recorded,
+                         const std::string& source_dir, const std::string& advice) {
+    const SourceModel source = open_source_model(source_dir);
     const SourceIdentity current =
         read_source_identity(source.path, source.kind(), recorded.norm_convention);
     const std::optional<std::string> difference = source_difference(recorded, current);
     if (difference) {
-        throw_invalid("existing store " + options.output_dir + " was packed from " + recorded.path +
-                      " (" + *difference + "); remove it or choose another --output");
+        throw_invalid("existing store " + store_dir + " was packed from " + recorded.path + " (" +
+                      *difference + "); " + advice);
     }
     const bool hashed =
         std::any_of(recorded.files.begin(), recorded.files.end(),
                     [](const SourceFile& file) { return file.sha256 || file.header_sha256; });
     if (!hashed) {
-        log_warn("store", "existing store " + options.output_dir +
-                              " records no source hashes; matched " + options.source_dir +
-                              " by file names and sizes only");
+        log_warn("store", "existing store " + store_dir + " records no source hashes; matched " +
+                              source_dir + " by file names and sizes only");
     }
 }
-
-}  // namespace
 
 PrepareResult prepare_store(const PrepareOptions& options) {
     PrepareResult result;
@@ -71,40 +68,37 @@ PrepareResult prepare_store(const PrepareOptions& options) {
             throw_invalid(options.output_dir +
                           ": exists and is not a store; choose a new directory");
         }
+        StoreChanges changes;
         try {
-            result.manifest = validate_store(options.output_dir);
+            changes =
+                plan_store_changes(options.output_dir, options.expert_bits, options.source_dir);
         } catch (const Error& error) {
             throw error.with_context("existing store " + options.output_dir +
                                      " is invalid (remove it to pack again)");
         }
         // Without a source (an indexed model whose download is gone) the catalog already ties
         // the store to its model.
-        if (!options.source_dir.empty()) require_same_source(options, result.manifest.source);
-    } else {
-        PackOptions pack;
-        pack.source_dir = options.source_dir;
-        pack.output_dir = options.output_dir;
-        pack.n_threads = options.n_threads;
-        pack.progress = options.progress;
-        result.manifest = pack_store(pack);
-        result.base_packed = true;
-    }
-    std::vector<int> missing;
-    for (int width : options.expert_bits) {
-        if (width == 4) continue;
-        try {
-            validate_lowbit_store(options.output_dir, width, result.manifest);
-            result.reused.push_back(width);
-        } catch (const Error& error) {
-            if (error.kind() != ErrorKind::NotFound) {
-                log_warn("store", "rebuilding " + lowbit_experts_name(width) + ": " + error.what());
-            }
-            missing.push_back(width);
+        if (!options.source_dir.empty()) {
+            require_same_source(options.output_dir, changes.manifest.source, options.source_dir);
         }
+        apply_store_changes(options.output_dir, changes,
+                            {options.source_dir, options.n_threads, options.progress});
+        result.manifest = changes.manifest;
+        result.derived = changes.missing_bits;
+        result.reused = changes.valid_bits;
+        result.repaired = changes.missing_metadata;
+        return result;
     }
-    derive_lowbit_stores(options.output_dir, result.manifest, missing, options.n_threads,
-                         options.progress);
-    result.derived = missing;
+    PackOptions pack;
+    pack.source_dir = options.source_dir;
+    pack.output_dir = options.output_dir;
+    pack.n_threads = options.n_threads;
+    pack.progress = options.progress;
+    result.manifest = pack_store(pack);
+    result.base_packed = true;
+    const StoreChanges changes = plan_store_changes(options.output_dir, options.expert_bits, "");
+    apply_store_changes(options.output_dir, changes, {"", options.n_threads, options.progress});
+    result.derived = changes.missing_bits;
     return result;
 }
 

@@ -108,6 +108,16 @@ bool looks_like_store(const std::string& directory) {
 }
 
 StoreManifest validate_store(const std::string& directory) {
+    StoreManifest manifest = validate_store_files(directory);
+    validate_store_config(directory, manifest);
+    return manifest;
+}
+
+void validate_store_config(const std::string& directory, const StoreManifest& manifest) {
+    check_config(directory, manifest);
+}
+
+StoreManifest validate_store_files(const std::string& directory) {
     const std::string manifest_path = directory + "/" + std::string(kManifestName);
     std::error_code ec;
     if (!fs::is_regular_file(manifest_path, ec))
@@ -116,7 +126,6 @@ StoreManifest validate_store(const std::string& directory) {
     require_file_size(directory + "/" + std::string(kDenseName), manifest.dense_bytes);
     require_file_size(directory + "/" + std::string(kNgramName), manifest.ngram_bytes);
     require_file_size(directory + "/" + std::string(kExpertsName), manifest.experts_bytes);
-    check_config(directory, manifest);
     check_dense_sample(directory, manifest);
     check_sample_records(directory + "/" + std::string(kExpertsName), manifest.experts);
     return manifest;

@@ -13,6 +13,10 @@ namespace cherenkov::store {
 bool looks_like_store(const std::string& directory);
 
 StoreManifest validate_store(const std::string& directory);
+// validate_store in two parts: everything but config.json (for a store whose config.json is
+// being repaired), and config.json against the manifest's expert layout.
+StoreManifest validate_store_files(const std::string& directory);
+void validate_store_config(const std::string& directory, const StoreManifest& manifest);
 
 // Validates experts{bits}.bin + manifest{bits}.json against the base store.
 LowBitManifest validate_lowbit_store(const std::string& directory, int bits,

@@ -257,20 +257,9 @@ void write_experts(const SourceModel& source, const PackPlan& plan, const std::s
 
 // config.json with MTP drafting disabled where the source config declares MTP layers but the
 // checkpoint has none; otherwise the source text unchanged.
-std::string packed_config_text(const SourceModel& source, const PackPlan& plan) {
-    std::string text = source.store->read_text("config.json");
-    if (!plan.disable_mtp_in_config) return text;
-    nlohmann::json document = source.config_document;
-    bool changed = false;
-    for (nlohmann::json* level :
-         {&document, document.contains("text_config") ? &document["text_config"] : nullptr}) {
-        if (level != nullptr && level->is_object() && level->contains("mtp_num_hidden_layers")) {
-            (*level)["mtp_num_hidden_layers"] = 0;
-            changed = true;
-        }
-    }
-    if (!changed) return text;
-    return document.dump(2) + "\n";
+std::string store_config_text(const SourceModel& source, const PackPlan& plan) {
+    return packed_config_text(source.store->read_text("config.json"), !plan.disable_mtp_in_config,
+                              source.path + "/config.json");
 }
 
 bool process_alive(long pid) {
@@ -278,6 +267,29 @@ bool process_alive(long pid) {
 }
 
 }  // namespace
+
+std::string packed_config_text(const std::string& source_text, bool has_mtp_weights,
+                               const std::string& file) {
+    if (has_mtp_weights) return source_text;
+    nlohmann::json document = nlohmann::json::parse(source_text, nullptr, false);
+    if (document.is_discarded() || !document.is_object()) {
+        throw_corrupt(file + ": not a JSON object");
+    }
+    std::vector<nlohmann::json*> levels = {&document};
+    if (document.contains("text_config") && document["text_config"].is_object())
+        levels.push_back(&document["text_config"]);
+    bool declares_mtp = false;
+    for (const nlohmann::json* level : levels) {
+        const auto it = level->find("mtp_num_hidden_layers");
+        if (it != level->end() && it->is_number_integer() && it->get<int64_t>() > 0)
+            declares_mtp = true;
+    }
+    if (!declares_mtp) return source_text;
+    for (nlohmann::json* level : levels) {
+        if (level->contains("mtp_num_hidden_layers")) (*level)["mtp_num_hidden_layers"] = 0;
+    }
+    return document.dump(2) + "\n";
+}
 
 uint64_t free_disk_bytes(const std::string& directory) {
     struct statvfs info {};
@@ -352,7 +364,7 @@ StoreManifest pack_store(const PackOptions& options) {
         write_dense(plan, temp + "/" + std::string(kDenseName), pool, meter);
         write_ngram(plan, temp + "/" + std::string(kNgramName), pool, meter);
         write_experts(source, plan, temp + "/" + std::string(kExpertsName), pool, meter);
-        write_file_atomically(temp + "/config.json", packed_config_text(source, plan));
+        write_file_atomically(temp + "/config.json", store_config_text(source, plan));
         for (const char* name : kCopiedFiles) {
             if (source.store->exists(name))
                 write_file_atomically(temp + "/" + name, source.store->read_text(name));

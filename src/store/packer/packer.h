@@ -39,6 +39,13 @@ uint64_t free_disk_bytes(const std::string& directory);
 void require_disk_space(const std::string& directory, uint64_t needed_bytes,
                         const std::string& what);
 
+// The config.json of a store packed from a checkpoint whose config.json is `source_text`: the
+// text unchanged, or with mtp_num_hidden_layers set to 0 (top level and text_config) when the
+// config declares MTP layers and the checkpoint has no MTP weights. `file` names the source in
+// errors (Corrupt for text that is not a JSON object).
+std::string packed_config_text(const std::string& source_text, bool has_mtp_weights,
+                               const std::string& file);
+
 // Beside `destination`: "<parent>/.<name>.partial-<pid>". Leftovers of dead processes are
 // removed by remove_stale_partials.
 std::string partial_path(const std::string& destination);
