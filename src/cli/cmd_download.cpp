@@ -10,6 +10,7 @@
 #include "cli/index_flags.h"
 #include "cli/progress_display.h"
 #include "store/index/hf_download.h"
+#include "store/index/prepare_command.h"
 #include "store/index/selector.h"
 
 namespace cherenkov::cli {
@@ -30,9 +31,6 @@ Command register_download(CLI::App& parent) {
     add_root_flag(*app, args->flags);
     add_token_flag(*app, args->flags);
     auto run = [args] {
-        log_warn("download",
-                 "`download` is deprecated; use `cherenkov prepare hf://OWNER/NAME` "
-                 "(add --keep-source to retain the weights)");
         store::HfUri uri;
         if (args->repo.empty()) {
             uri.repo = std::string(store::kDefaultModelRepo);
@@ -46,6 +44,13 @@ Command register_download(CLI::App& parent) {
                 throw_invalid("give the revision either after '@' or with --revision");
             uri.revision = args->revision;
         }
+        // The replacement for this very download, ready to paste.
+        const std::string selector =
+            "hf://" + uri.repo + (uri.revision ? "@" + *uri.revision : std::string());
+        log_warn("download", "`download` is deprecated; use `" +
+                                 store::prepare_command(selector, "--keep-source",
+                                                        index_options(args->flags, nullptr)) +
+                                 "` (--keep-source retains the weights)");
         std::string directory;
         store::SnapshotResult result;
         {

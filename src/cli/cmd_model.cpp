@@ -49,6 +49,9 @@ void print_listing(const json& listing) {
                     entry["id"].get<std::string>().c_str(), describe_prepared(entry).c_str(),
                     bytes == 0 ? "-" : human_bytes(static_cast<double>(bytes)).c_str(),
                     source.c_str());
+        for (const auto& exported : entry["exports"]) {
+            std::printf("%-24s exported to %s\n", "", exported["path"].get<std::string>().c_str());
+        }
     }
     std::printf("owned %s, external %s\n",
                 human_bytes(listing["totals"]["owned_bytes"].get<double>()).c_str(),

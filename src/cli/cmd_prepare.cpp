@@ -74,6 +74,9 @@ Command register_prepare(CLI::App& parent) {
                                         {"base_packed", result.store.base_packed},
                                         {"derived", result.store.derived},
                                         {"reused", result.store.reused},
+                                        {"repaired", result.store.repaired},
+                                        {"published", result.store.published},
+                                        {"exported", result.exported},
                                         {"downloaded", result.downloaded},
                                         {"downloaded_bytes", result.downloaded_bytes},
                                         {"source_retained", result.source_retained},
@@ -82,15 +85,22 @@ Command register_prepare(CLI::App& parent) {
                       << '\n';
             return 0;
         }
-        std::string summary = result.store.base_packed ? "packed " : "reused ";
+        const bool changed = !result.store.derived.empty() || !result.store.repaired.empty();
+        std::string summary = result.store.base_packed ? "packed "
+                              : result.store.published ? "published "
+                              : changed                ? "updated "
+                                                       : "reused ";
         summary += result.store_dir;
         for (int width : result.store.derived)
             summary += ", derived " + store::lowbit_experts_name(width);
         for (int width : result.store.reused)
             summary += ", reused " + store::lowbit_experts_name(width);
+        for (const std::string& name : result.store.repaired) summary += ", repaired " + name;
         std::printf("%s\n", summary.c_str());
-        std::printf("model %s ready%s\n", result.reference.c_str(),
-                    result.source_retained ? " (source retained)" : "");
+        std::printf(
+            "model %s ready%s%s\n", result.reference.c_str(),
+            result.source_retained ? " (source retained)" : "",
+            result.exported ? " (export recorded; the model keeps running from its store)" : "");
         return 0;
     };
     return command;

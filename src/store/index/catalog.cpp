@@ -78,6 +78,7 @@ public:
     }
 
     const std::string& where() const { return where_; }
+    bool has(const char* key) const { return object_.contains(key); }
 
     void finish() const {
         for (const auto& item : object_.items()) {
@@ -255,6 +256,16 @@ ModelEntry parse_model(const json& value, const std::string& where) {
     model.store_artifact = id_field(reader, "store", 16, false);
     model.source_artifact = id_field(reader, "retained_source", 16, false);
     model.description_artifact = id_field(reader, "description", 16, false);
+    // Optional: catalogs written before exports were recorded have none.
+    if (reader.has("exports")) {
+        const json& exports = reader.array("exports");
+        for (size_t index = 0; index < exports.size(); ++index) {
+            const std::string where_export = where + "/exports/" + std::to_string(index);
+            if (!exports[index].is_string() || !is_lower_hex(exports[index].get<std::string>(), 16))
+                throw_corrupt(where_export + ": expected 16 lowercase hex digits");
+            model.export_artifacts.push_back(exports[index].get<std::string>());
+        }
+    }
     model.registered_unix = reader.integer("registered");
     reader.finish();
     return model;
@@ -293,7 +304,11 @@ void check_consistency(const Catalog& catalog, const std::string& file) {
             {&model.store_artifact, ArtifactKind::Store},
             {&model.source_artifact, ArtifactKind::Source},
             {&model.description_artifact, ArtifactKind::Description}};
-        for (const auto& [reference, kind] : references) {
+        std::vector<std::pair<const std::string*, ArtifactKind>> all(std::begin(references),
+                                                                     std::end(references));
+        for (const std::string& id : model.export_artifacts)
+            all.emplace_back(&id, ArtifactKind::Store);
+        for (const auto& [reference, kind] : all) {
             if (reference->empty()) continue;
             const Artifact* artifact = catalog.find_artifact(*reference);
             if (artifact == nullptr || artifact->kind != kind ||
@@ -303,6 +318,12 @@ void check_consistency(const Catalog& catalog, const std::string& file) {
             }
             if (!referenced.insert(*reference).second) {
                 throw_corrupt(where + ": artifact " + *reference + " is referenced twice");
+            }
+        }
+        for (const std::string& id : model.export_artifacts) {
+            if (catalog.find_artifact(id)->owner != Ownership::External) {
+                throw_corrupt(where + "/exports: artifact " + id +
+                              " is managed; exports are external directories");
             }
         }
     }
@@ -393,6 +414,7 @@ std::vector<std::string> Catalog::referenced_artifacts() const {
              {&model.store_artifact, &model.source_artifact, &model.description_artifact}) {
             if (!id->empty()) out.push_back(*id);
         }
+        out.insert(out.end(), model.export_artifacts.begin(), model.export_artifacts.end());
     }
     return out;
 }
@@ -513,6 +535,7 @@ std::string catalog_to_text(const Catalog& catalog) {
         if (!model.store_artifact.empty()) entry["store"] = model.store_artifact;
         if (!model.source_artifact.empty()) entry["retained_source"] = model.source_artifact;
         if (!model.description_artifact.empty()) entry["description"] = model.description_artifact;
+        if (!model.export_artifacts.empty()) entry["exports"] = model.export_artifacts;
         models.push_back(std::move(entry));
     }
     json artifacts = json::array();

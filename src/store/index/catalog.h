@@ -64,6 +64,9 @@ struct ModelEntry {
     std::string store_artifact;        // prepared store (Ready), optional
     std::string source_artifact;       // retained download (Ready), optional
     std::string description_artifact;  // source description saved at registration, optional
+    // `prepare --output DIR` exports (external Ready stores) made while the model had a store:
+    // recorded so gc keeps their records, never run from unless the model has no store.
+    std::vector<std::string> export_artifacts;
     int64_t registered_unix = 0;
 };
 

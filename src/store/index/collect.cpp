@@ -122,6 +122,9 @@ RemoveReport remove_model(const IndexOptions& options, const std::string& text, 
              {&model.store_artifact, &model.source_artifact, &model.description_artifact}) {
             if (!id->empty()) report.released_artifacts.push_back(*id);
         }
+        report.released_artifacts.insert(report.released_artifacts.end(),
+                                         model.export_artifacts.begin(),
+                                         model.export_artifacts.end());
         const std::string id = model.id;
         std::erase_if(catalog.models, [&](const ModelEntry& entry) { return entry.id == id; });
     }

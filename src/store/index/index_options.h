@@ -8,6 +8,7 @@
 
 #include "model_data/hub/hub_client.h"
 #include "store/index/storage_paths.h"
+#include "store/packer/packer.h"
 
 namespace cherenkov::store {
 
@@ -31,6 +32,7 @@ using IndexEvents = std::function<void(const IndexEvent&)>;
 
 struct IndexOptions {
     StoragePaths paths;
+    std::string root;                 // --root as given ("" : the XDG defaults), for messages
     model_data::hub::HubOptions hub;  // endpoint (HF_ENDPOINT) and token; never persisted
     IndexEvents events;               // may be empty
     unsigned n_threads = 0;           // packing threads, 0 = all cores
@@ -42,6 +44,9 @@ IndexOptions index_options_from_environment(const std::string& root,
                                             const std::string& explicit_hf_token);
 
 void emit(const IndexOptions& options, const IndexEvent& event);
+// A packer progress callback that reports through `options` as IndexEvent::Kind::Pack events
+// (`options` must outlive it).
+ProgressCallback pack_events(const IndexOptions& options);
 void emit_status(const IndexOptions& options, const std::string& message);
 
 }  // namespace cherenkov::store

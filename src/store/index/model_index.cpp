@@ -150,6 +150,20 @@ ImportStart start_import(ModelIndex::Transaction& transaction, const ModelIndex&
     return start;
 }
 
+void abandon_import(const ModelIndex& index, Import& import) {
+    {
+        ModelIndex::Transaction transaction = index.begin();
+        if (Artifact* artifact = transaction.catalog().find_artifact(import.artifact_id)) {
+            artifact->state = ArtifactState::Deleting;
+            transaction.commit();
+        }
+    }
+    remove_artifact_files(index.paths(), import.artifact_id);
+    ModelIndex::Transaction transaction = index.begin();
+    transaction.catalog().remove_artifact(import.artifact_id);
+    transaction.commit();
+}
+
 uint64_t directory_bytes(const std::string& directory) {
     uint64_t total = 0;
     std::error_code ec;

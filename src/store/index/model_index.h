@@ -80,6 +80,9 @@ struct ImportStart {
 ImportStart start_import(ModelIndex::Transaction& transaction, const ModelIndex& index,
                          ArtifactKind kind, const std::string& model_id);
 
+// Drops an import this process gave up on: marked deleting, files removed, record dropped.
+void abandon_import(const ModelIndex& index, Import& import);
+
 // Sum of the lengths of the regular files under `directory` (symlinks not followed); 0 when absent.
 uint64_t directory_bytes(const std::string& directory);
 

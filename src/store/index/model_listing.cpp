@@ -79,6 +79,20 @@ json list_models(const IndexOptions& options) {
             owned_bytes += bytes;
             entry["retained_source"] = {{"id", kept->id}, {"path", path}, {"bytes", bytes}};
         }
+        json exports = json::array();
+        for (const std::string& id : model.export_artifacts) {
+            const Artifact* exported = catalog.find_artifact(id);
+            const std::string path = artifact_location(*exported, options.paths);
+            const uint64_t bytes = directory_bytes(path);
+            external_bytes += bytes;
+            std::error_code ec;
+            exports.push_back({{"id", id},
+                               {"path", path},
+                               {"present", fs::is_directory(path, ec)},
+                               {"bytes", bytes},
+                               {"variants", variants(path)}});
+        }
+        entry["exports"] = std::move(exports);
         models.push_back(std::move(entry));
     }
     return json{{"models", std::move(models)},

@@ -1,11 +1,14 @@
 #include "store/index/prepare_model.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "base/error.h"
 #include "store/index/hf_download.h"
 #include "store/index/model_index.h"
 #include "store/index/model_lookup.h"
+#include "store/index/model_store_update.h"
+#include "store/index/prepare_command.h"
 #include "store/index/register_model.h"
 #include "store/store_check.h"
 
@@ -27,21 +30,6 @@ void wait_for_import(const ModelIndex& index, const std::string& artifact_id,
                      const std::string& what, const IndexOptions& options) {
     emit_status(options, "waiting for another process " + what);
     index.wait_lease(artifact_id, LockMode::Shared).release();
-}
-
-// Drops an import this process gave up on: files first, then the record.
-void abandon_import(const ModelIndex& index, Import& import) {
-    {
-        ModelIndex::Transaction transaction = index.begin();
-        if (Artifact* artifact = transaction.catalog().find_artifact(import.artifact_id)) {
-            artifact->state = ArtifactState::Deleting;
-            transaction.commit();
-        }
-    }
-    remove_artifact_files(index.paths(), import.artifact_id);
-    ModelIndex::Transaction transaction = index.begin();
-    transaction.catalog().remove_artifact(import.artifact_id);
-    transaction.commit();
 }
 
 struct SourceCopy {
@@ -97,12 +85,35 @@ uint64_t estimated_store_bytes(const ModelIndex& index, const ModelEntry& model)
     return pointer_value.is_number_unsigned() ? pointer_value.get<uint64_t>() : 0;
 }
 
+// prepare packs checkpoint directories (or takes packed ones): a file given as the source
+// (config.json, a shard) is refused before anything is registered.
+void refuse_files(const Selector& selector, const IndexOptions& options) {
+    std::string path;
+    std::error_code ec;
+    if (selector.kind == SelectorKind::Path) path = selector.path;
+    if (selector.kind == SelectorKind::Name && fs::exists(selector.name, ec)) path = selector.name;
+    if (path.empty() || fs::is_directory(path, ec) || !fs::exists(path, ec)) return;
+    std::string hint;
+    const fs::path directory = fs::absolute(path, ec).parent_path();
+    if (fs::is_regular_file(directory / "config.json", ec)) {
+        std::string parent = fs::path(path).parent_path().string();
+        // A bare word would be looked up as an alias first: keep it a path.
+        if (parent.find('/') == std::string::npos) parent = "./" + parent;
+        if (parent == "./") parent = ".";
+        hint = "; to prepare the checkpoint it belongs to, name its directory: `" +
+               prepare_command(parent, "", options) + "`";
+    }
+    throw_invalid(
+        path + ": expected a checkpoint directory or a packed store directory, not a file" + hint);
+}
+
 }  // namespace
 
 PrepareModelResult prepare_model(const PrepareModelOptions& prepare, const IndexOptions& options) {
     ModelIndex index(options.paths);
     const Selector selector =
         parse_selector(prepare.source.empty() ? default_model_reference() : prepare.source);
+    refuse_files(selector, options);
     PrepareModelResult result;
     result.model_id = register_model(index, selector, prepare.alias, options).model_id;
 
@@ -120,6 +131,7 @@ PrepareModelResult prepare_model(const PrepareModelOptions& prepare, const Index
     std::optional<Import> store_import;
     ModelEntry model;
     bool destination_chosen = false;
+    bool update_recorded_store = false;
     while (!destination_chosen) {
         std::string busy;
         {
@@ -130,6 +142,8 @@ PrepareModelResult prepare_model(const PrepareModelOptions& prepare, const Index
                 const Artifact* artifact =
                     transaction.catalog().find_artifact(model.store_artifact);
                 output_dir = artifact_location(*artifact, index.paths());
+                // A recorded store whose directory is gone is packed again where it was.
+                update_recorded_store = looks_like_store(output_dir);
                 break;
             }
             ImportStart start = start_import(transaction, index, ArtifactKind::Store, model.id);
@@ -143,6 +157,20 @@ PrepareModelResult prepare_model(const PrepareModelOptions& prepare, const Index
             busy = start.busy_artifact;
         }
         wait_for_import(index, busy, "preparing " + model_reference(model), options);
+    }
+    if (update_recorded_store) {
+        // Variants and repairs: a managed store is published anew, an external one is changed
+        // in place (model_store_update.h). The metadata source must still be the store's.
+        ModelStoreRequest request;
+        request.expert_bits = prepare.expert_bits;
+        request.metadata_source = metadata_source_of(model, index.paths());
+        request.mismatch = SourceMismatch::Fail;
+        const ModelStoreUpdate update = update_model_store(index, model.id, request, options);
+        result.store = update.result;
+        result.store_dir = update.store_dir;
+        result.reference = model_reference(model);
+        result.source_retained = !model.source_artifact.empty();
+        return result;
     }
     if (model.source.kind == SourceKind::Packed && !prepare.output_dir.empty()) {
         throw_invalid(source_uri(model.source) +
@@ -217,12 +245,22 @@ PrepareModelResult prepare_model(const PrepareModelOptions& prepare, const Index
                 catalog.artifacts.push_back(artifact);
                 existing = artifact.id;
             }
+            // One record, one model: the directory now holds this model's export.
             for (ModelEntry& other : catalog.models) {
-                if (other.store_artifact == existing && other.id != result.model_id) {
-                    other.store_artifact.clear();
-                }
+                if (other.id == result.model_id) continue;
+                if (other.store_artifact == existing) other.store_artifact.clear();
+                std::erase(other.export_artifacts, existing);
             }
-            entry->store_artifact = existing;
+            // An export never moves the model: with a store it is recorded beside it (kept by
+            // gc, the store stays the one the model runs from); without one it becomes the
+            // model's store, there being nothing else to run.
+            if (entry->store_artifact.empty()) entry->store_artifact = existing;
+            if (entry->store_artifact != existing &&
+                std::find(entry->export_artifacts.begin(), entry->export_artifacts.end(),
+                          existing) == entry->export_artifacts.end()) {
+                entry->export_artifacts.push_back(existing);
+            }
+            result.exported = entry->store_artifact != existing;
         }
         if (source.import) {
             Artifact* artifact = catalog.find_artifact(source.import->artifact_id);

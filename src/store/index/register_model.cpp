@@ -96,6 +96,15 @@ inspect::InspectOutput describe_hf(const hub::HubClient& client, const std::stri
     return output;
 }
 
+// For a file inside a checkpoint directory (config.json, a tokenizer file): the directory to
+// name instead.
+std::string checkpoint_hint(const std::string& file) {
+    const fs::path directory = fs::path(file).parent_path();
+    std::error_code ec;
+    if (!fs::is_regular_file(directory / "config.json", ec)) return "";
+    return " (the checkpoint is the directory " + directory.string() + ")";
+}
+
 Candidate candidate_from_path(const std::string& path, const IndexOptions& options) {
     Candidate candidate;
     candidate.source.path = path;
@@ -107,6 +116,15 @@ Candidate candidate_from_path(const std::string& path, const IndexOptions& optio
     }
     std::error_code ec;
     if (!fs::exists(path, ec)) throw_not_found(path + ": no such file or directory");
+    const std::string name = fs::path(path).filename().string();
+    const auto ends_with = [&name](std::string_view suffix) {
+        return name.size() >= suffix.size() &&
+               name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    };
+    if (!fs::is_directory(path, ec) && !ends_with(".safetensors") && !ends_with(".gguf")) {
+        throw_invalid(path + ": expected a checkpoint directory or a .safetensors or .gguf file" +
+                      checkpoint_hint(path));
+    }
     if (fs::is_directory(path, ec) && inspect::is_store_directory(path)) {
         candidate.source.kind = SourceKind::Packed;
         candidate.packed_store = path;

@@ -6,6 +6,7 @@
 #include "model_data/inspect/store_report.h"
 #include "store/index/model_index.h"
 #include "store/index/model_lookup.h"
+#include "store/index/prepare_command.h"
 #include "store/index/selector.h"
 
 namespace cherenkov::store {
@@ -18,7 +19,7 @@ bool is_packed_directory(const std::string& path) {
     return fs::is_directory(path, ec) && model_data::inspect::is_store_directory(path);
 }
 
-[[noreturn]] void fail_unregistered(const Selector& selector) {
+[[noreturn]] void fail_unregistered(const Selector& selector, const IndexOptions& options) {
     switch (selector.kind) {
         case SelectorKind::Name: {
             throw_not_found("no indexed model has the alias or ID '" + selector.name +
@@ -29,12 +30,12 @@ bool is_packed_directory(const std::string& path) {
             if (!fs::exists(selector.path, ec)) {
                 throw_not_found(selector.path + ": no such file or directory");
             }
-            throw_not_found(selector.path + " is not a prepared store; run `cherenkov prepare " +
-                            selector.text + "`");
+            throw_not_found(selector.path + " is not a prepared store; run `" +
+                            prepare_command(selector.text, "", options) + "`");
         }
         default:
-            throw_not_found(selector.text + " is not in the model index; run `cherenkov prepare " +
-                            selector.text + "`");
+            throw_not_found(selector.text + " is not in the model index; run `" +
+                            prepare_command(selector.text, "", options) + "`");
     }
 }
 
@@ -56,20 +57,22 @@ ResolvedModel resolve_model(const std::string& text, const IndexOptions& options
         if (selector.kind == SelectorKind::Name && fs::exists(selector.name, ec)) {
             path = selector.name;
         }
-        if (path.empty() || !is_packed_directory(path)) fail_unregistered(selector);
+        if (path.empty() || !is_packed_directory(path)) fail_unregistered(selector, options);
         resolved.store_dir = canonical_path(path);
+        resolved.selector = text;
         resolved.reference = resolved.store_dir;
         resolved.source = resolved.store_dir;
         return resolved;
     }
     resolved.model_id = model->id;
+    resolved.selector = text;
     resolved.alias = model->alias;
     resolved.reference = model_reference(*model);
     resolved.source = source_uri(model->source);
     if (model->store_artifact.empty()) {
         throw_not_found(resolved.reference + " (" + resolved.source +
-                        ") is registered but not prepared; run `cherenkov prepare " +
-                        resolved.reference + "`");
+                        ") is registered but not prepared; run `" +
+                        prepare_command(text, "", options) + "`");
     }
     const Artifact* artifact = snapshot.catalog.find_artifact(model->store_artifact);
     resolved.store_dir = artifact_location(*artifact, options.paths);
@@ -81,8 +84,8 @@ ResolvedModel resolve_model(const std::string& text, const IndexOptions& options
     resolved.lease = std::move(*lease);
     if (!is_packed_directory(resolved.store_dir)) {
         throw_corrupt(resolved.reference + ": its prepared store " + resolved.store_dir +
-                      " is missing or has no manifest.json; run `cherenkov prepare " +
-                      resolved.reference + "` again");
+                      " is missing or has no manifest.json; run `" +
+                      prepare_command(text, "", options) + "` again");
     }
     return resolved;
 }

@@ -9,7 +9,8 @@
 // writes the catalog:
 //   - not registered / unknown name  -> NotFound ("... run cherenkov prepare ...")
 //   - registered but not prepared    -> NotFound ("... is registered but not prepared; run
-//                                       `cherenkov prepare <ref>`")
+//                                       `cherenkov prepare <selector>`")
+// Every command a message suggests works when pasted (prepare_command.h).
 //   - several matches                -> InvalidInput listing them
 //   - store being collected          -> Busy
 //
@@ -31,6 +32,7 @@ struct ResolvedModel {
     std::string model_id;   // empty for an unregistered packed directory given by path
     std::string alias;
     std::string reference;  // what to type to select it again: alias, ID or the path
+    std::string selector;   // as the caller gave it ("" : the default checkpoint), for messages
     std::string source;     // the source URI or path, for messages
     FileLock lease;         // shared lease on the store artifact (not held when unregistered)
 };

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
@@ -155,6 +156,44 @@ TEST(Catalog, AliasesAndStoreNames) {
     EXPECT_THROW(validate_alias("a/b", "--name"), Error);
     EXPECT_THROW(validate_alias("0123456789ab", "--name"), Error);  // the form of a model ID
     EXPECT_THROW(validate_store_name("my store", "store add"), Error);
+}
+
+}  // namespace
+}  // namespace cherenkov::store
+
+namespace cherenkov::store {
+namespace {
+
+// `prepare --output` exports recorded beside a model's store (docs/model-index.md, "Exports").
+TEST(Catalog, ExportsAreReadyExternalStoresTheModelReferences) {
+    Catalog catalog = sample_catalog();
+    catalog.models[0].export_artifacts = {"6666666666666666"};
+    catalog.artifacts.push_back({"6666666666666666", ArtifactKind::Store, Ownership::External,
+                                 ArtifactState::Ready, "/exports/small", "aaaaaaaaaaaa"});
+    const std::string text = catalog_to_text(catalog);
+    const Catalog parsed = parse_catalog(text, "index.json");
+    EXPECT_EQ(parsed.models[0].export_artifacts, std::vector<std::string>{"6666666666666666"});
+    EXPECT_TRUE(parsed.models[1].export_artifacts.empty());
+    EXPECT_EQ(catalog_to_text(parsed), text);
+    const std::vector<std::string> referenced = parsed.referenced_artifacts();
+    EXPECT_NE(std::find(referenced.begin(), referenced.end(), "6666666666666666"),
+              referenced.end());
+
+    nlohmann::json doc = nlohmann::json::parse(text);
+    doc["models"][0]["exports"] = {"XYZ"};
+    EXPECT_NE(expect_corrupt(doc.dump()).find("/models/0/exports/0"), std::string::npos);
+    doc = nlohmann::json::parse(text);
+    doc["models"][0]["exports"] = {"1111111111111111"};  // the model's managed store
+    expect_corrupt(doc.dump());
+    doc = nlohmann::json::parse(text);
+    doc["models"][0]["exports"] = {"2222222222222222"};  // a source, not a store
+    expect_corrupt(doc.dump());
+    doc = nlohmann::json::parse(text);
+    doc["models"][1]["exports"] = {"6666666666666666"};  // the other model's export as well
+    EXPECT_NE(expect_corrupt(doc.dump()).find("referenced twice"), std::string::npos);
+    doc = nlohmann::json::parse(text);
+    doc["models"][0]["exports"] = "6666666666666666";
+    EXPECT_NE(expect_corrupt(doc.dump()).find("/models/0/exports"), std::string::npos);
 }
 
 }  // namespace
