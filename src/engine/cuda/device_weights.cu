@@ -1,4 +1,5 @@
 // Uploads dense.bin once and translates ModelWeights' host views into it (device_weights.h).
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -12,30 +13,82 @@
 namespace cherenkov::engine::cuda {
 namespace {
 
-// Maps host pointers inside one mapped file to the same offsets in its device copy.
+// Where a range of the host mapping lies in the device copy.
+struct UploadedRange {
+    uint64_t host_offset = 0;
+    uint64_t n_bytes = 0;
+    uint64_t device_offset = 0;
+};
+
+// Maps host pointers inside the uploaded ranges of one mapped file to their place in its
+// device copy; a pointer elsewhere is a bug (a view of something never uploaded).
 class Translator {
 public:
-    Translator(const void* host_base, uint64_t n_bytes, const void* device_base)
+    Translator(const void* host_base, std::vector<UploadedRange> ranges, const void* device_base)
         : host_(static_cast<const std::byte*>(host_base)),
-          n_bytes_(n_bytes),
+          ranges_(std::move(ranges)),
           device_(static_cast<const std::byte*>(device_base)) {}
 
     template <typename T>
     const T* operator()(const T* host, const char* what) const {
         if (host == nullptr) return nullptr;
         const auto* p = reinterpret_cast<const std::byte*>(host);
-        if (p < host_ || p >= host_ + n_bytes_) {
-            throw_internal(std::string("[upload_model_weights] ") + what +
-                           " does not point into dense.bin");
+        if (p >= host_) {
+            const auto offset = static_cast<uint64_t>(p - host_);
+            // The last range starting at or before `offset`.
+            auto it = std::upper_bound(
+                ranges_.begin(), ranges_.end(), offset,
+                [](uint64_t value, const UploadedRange& r) { return value < r.host_offset; });
+            if (it != ranges_.begin()) {
+                --it;
+                if (offset < it->host_offset + it->n_bytes) {
+                    return reinterpret_cast<const T*>(device_ + it->device_offset +
+                                                      (offset - it->host_offset));
+                }
+            }
         }
-        return reinterpret_cast<const T*>(device_ + (p - host_));
+        throw_internal(std::string("[upload_model_weights] ") + what +
+                       " does not point into the uploaded part of dense.bin");
     }
 
 private:
     const std::byte* host_;
-    uint64_t n_bytes_;
+    std::vector<UploadedRange> ranges_;  // sorted by host_offset, disjoint
     const std::byte* device_;
 };
+
+// Ranges closer than this are uploaded as one, gap included: the padding between a store's
+// parts (under 4096 bytes) joins them into a few large copies, while a skipped tensor (the MTP
+// head) stays out.
+constexpr uint64_t kCoalesceGapBytes = 4096;
+// A range keeps its offset modulo this in the device copy, so every part keeps the alignment
+// the store gave it (64 bytes, 4096 for parts of 1 MiB or more; docs/store-format.md).
+constexpr uint64_t kKeepAlignBytes = 4096;
+
+// The model's resident ranges of dense.bin (sorted, disjoint) laid out back to back for the
+// device copy, nearby ones coalesced. The store packs the MTP head's tensors together (names
+// sort "mtp." after "model."), so an omitted head leaves one hole, not uploaded.
+std::vector<UploadedRange> plan_upload(const std::vector<store::ByteRange>& resident) {
+    std::vector<UploadedRange> plan;
+    for (const store::ByteRange& range : resident) {
+        if (!plan.empty() &&
+            range.offset <= plan.back().host_offset + plan.back().n_bytes + kCoalesceGapBytes) {
+            plan.back().n_bytes = range.end() - plan.back().host_offset;
+            continue;
+        }
+        UploadedRange next{range.offset, range.n_bytes, 0};
+        if (!plan.empty()) {
+            const uint64_t free_from = plan.back().device_offset + plan.back().n_bytes;
+            const uint64_t base =
+                (free_from + kKeepAlignBytes - 1) / kKeepAlignBytes * kKeepAlignBytes;
+            next.device_offset = base + range.offset % kKeepAlignBytes;
+        } else {
+            next.device_offset = range.offset % kKeepAlignBytes;
+        }
+        plan.push_back(next);
+    }
+    return plan;
+}
 
 DeviceLinear linear(const Linear& l, const Translator& t) {
     DeviceLinear d;
@@ -184,15 +237,23 @@ void attach_shared_experts(DeviceModelWeights& d) {
 
 DeviceLinear translate_linear(const Linear& l, const void* host_base, uint64_t n_bytes,
                               const void* device_base) {
-    return linear(l, Translator(host_base, n_bytes, device_base));
+    return linear(l, Translator(host_base, {UploadedRange{0, n_bytes, 0}}, device_base));
 }
 
 std::unique_ptr<DeviceModelWeights> upload_model_weights(const ModelWeights& weights) {
     auto d = std::make_unique<DeviceModelWeights>();
     const std::span<const std::byte> file = weights.dense_file->bytes();
-    d->dense = DeviceBuffer(file.size());
-    d->dense.upload(file.data(), file.size());
-    const Translator t(file.data(), file.size(), d->dense.data());
+    // Only what the model reads: an MTP head that was not loaded is not allocated either.
+    std::vector<UploadedRange> plan = plan_upload(weights.resident_ranges);
+    const uint64_t device_bytes =
+        plan.empty() ? 0 : plan.back().device_offset + plan.back().n_bytes;
+    d->dense = DeviceBuffer(device_bytes);
+    for (const UploadedRange& range : plan) {
+        CHERENKOV_ASSERT(range.host_offset + range.n_bytes <= file.size(),
+                         "resident range past the end of dense.bin");
+        d->dense.upload(file.data() + range.host_offset, range.n_bytes, range.device_offset);
+    }
+    const Translator t(file.data(), std::move(plan), d->dense.data());
     d->embed = linear(weights.embed, t);
     d->lm_head = linear(weights.lm_head, t);
     d->final_mixer = hyper_connection(weights.final_mixer, t);

@@ -1,8 +1,10 @@
 // The resident weights of a store in device memory (issue 9, "Dense weights uploaded once"):
-// dense.bin is copied to the GPU as one allocation and every tensor view of ModelWeights is
-// translated to the same offset in it, so the device structs below mirror engine/model's
-// ModelWeights one to one. The n-gram table stays on the host (rows are gathered on the CPU and
-// copied per call). Plain C++: no CUDA types, so tests and host code can include it.
+// the parts of dense.bin the model uses (ModelWeights::resident_ranges; an MTP head that was not
+// loaded is not among them) are copied to the GPU into one allocation, each keeping its offset
+// modulo 4096, and every tensor view of ModelWeights is translated into it, so the device
+// structs below mirror engine/model's ModelWeights one to one. The n-gram table stays on the host
+// (rows are gathered on the CPU and copied per call). Plain C++: no CUDA types, so tests and host
+// code can include it.
 #pragma once
 
 #include <cstdint>
@@ -102,12 +104,12 @@ struct DeviceModelWeights {
     std::optional<DeviceMtpWeights> mtp;
     DeviceBuffer shared_experts;  // the layers' DeviceMoeWeights::shared_expert entries
 
-    uint64_t bytes() const { return dense.size(); }
+    uint64_t bytes() const { return dense.size(); }  // the device copy of dense.bin's used parts
 };
 
-// Copies dense.bin to the device and translates every view. Throws Internal when a view of
-// `weights` does not point into dense.bin (nothing else is uploaded), and the runtime's error
-// (out of memory) naming the size asked for.
+// Copies the used parts of dense.bin to the device and translates every view. Throws Internal when
+// a view of `weights` does not point into dense.bin (nothing else is uploaded), and the runtime's
+// error (out of memory) naming the size asked for.
 std::unique_ptr<DeviceModelWeights> upload_model_weights(const ModelWeights& weights);
 
 // The device view of one host Linear whose tensors lie in `host_base`'s mapping of `n_bytes`,

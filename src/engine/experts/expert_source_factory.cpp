@@ -10,6 +10,7 @@
 #include "engine/experts/direct_expert_reader.h"
 #include "engine/experts/expert_cache.h"
 #include "engine/experts/mapped_expert_table.h"
+#include "store/index/prepare_command.h"
 #include "store/manifest/store_manifest.h"
 
 namespace cherenkov::engine {
@@ -78,8 +79,8 @@ ExpertTables find_expert_tables(const std::string& store_dir, std::span<const in
         if (!std::filesystem::exists(manifest)) {
             throw_not_found(store_dir + ": no Q" + std::to_string(wanted) + " expert table (" +
                             store::lowbit_manifest_name(wanted) +
-                            "); build it with `cherenkov prepare --experts " +
-                            std::to_string(wanted) + "`");
+                            "); build it with `cherenkov prepare " + store::shell_quote(store_dir) +
+                            " --experts " + std::to_string(wanted) + "`");
         }
         const store::LowBitManifest parsed =
             store::parse_lowbit_manifest(read_text_file(manifest), manifest);

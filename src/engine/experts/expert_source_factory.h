@@ -43,7 +43,7 @@ BuiltExpertSource make_expert_source(ExpertSourceOptions options);
 
 // The expert tables of a store directory for the given precisions: experts.bin from manifest.json
 // for 4, experts{3,2}.bin from manifest{3,2}.json. Throws NotFound naming a missing table (build
-// it with `cherenkov prepare --experts 3,2`).
+// it with `cherenkov prepare STORE_DIR --experts 3,2`; LoadedModel builds it before this).
 ExpertTables find_expert_tables(const std::string& store_dir, std::span<const int> bits);
 
 }  // namespace cherenkov::engine

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "base/error.h"
@@ -28,6 +29,8 @@ public:
         return *tensor;
     }
     bool has(const std::string& name) const { return model_.manifest.find_dense(name) != nullptr; }
+    // The dense.bin ranges of every view resolved so far.
+    std::vector<store::ByteRange> take_used() { return std::move(used_); }
 
     Linear linear(const std::string& name, int64_t out, int64_t in) const {
         const DenseTensor& t = find(name + ".weight");
@@ -87,6 +90,7 @@ private:
         auto bytes = model_.dense_file->bytes();
         if (range.end() > bytes.size())
             throw_corrupt(dense_path_ + ": range past the end of the file");
+        used_.push_back(range);
         return bytes.data() + range.offset;
     }
     void require_f32(const DenseTensor& t) const {
@@ -109,7 +113,27 @@ private:
 
     const ModelWeights& model_;
     std::string dense_path_;
+    // Every range at() handed out, in the order resolved (at() is const like the lookups).
+    mutable std::vector<store::ByteRange> used_;
 };
+
+// `ranges` sorted by offset with overlapping and touching ranges merged.
+std::vector<store::ByteRange> merge_ranges(std::vector<store::ByteRange> ranges) {
+    std::sort(
+        ranges.begin(), ranges.end(),
+        [](const store::ByteRange& a, const store::ByteRange& b) { return a.offset < b.offset; });
+    std::vector<store::ByteRange> merged;
+    for (const store::ByteRange& range : ranges) {
+        if (range.n_bytes == 0) continue;
+        if (!merged.empty() && range.offset <= merged.back().end()) {
+            const uint64_t end = std::max(merged.back().end(), range.end());
+            merged.back().n_bytes = end - merged.back().offset;
+            continue;
+        }
+        merged.push_back(range);
+    }
+    return merged;
+}
 
 HyperConnectionWeights load_hyper_connection(const Resolver& r, const std::string& prefix,
                                              const q4::Config& c, bool with_inject) {
@@ -293,10 +317,13 @@ void PleWeights::prefetch_row(int64_t row) const {
 }
 
 uint64_t ModelWeights::resident_bytes() const {
-    return dense_file ? dense_file->bytes().size() : 0;
+    uint64_t total = 0;
+    for (const store::ByteRange& range : resident_ranges) total += range.n_bytes;
+    return total;
 }
 
-std::unique_ptr<ModelWeights> load_model_weights(const std::string& store_dir) {
+std::unique_ptr<ModelWeights> load_model_weights(const std::string& store_dir,
+                                                 const WeightLoadOptions& options) {
     auto model = std::make_unique<ModelWeights>();
     model->store_dir = store_dir;
     const std::string manifest_path = store_dir + "/manifest.json";
@@ -339,7 +366,7 @@ std::unique_ptr<ModelWeights> load_model_weights(const std::string& store_dir) {
                                            c.layer_types[static_cast<size_t>(l)], l, hash, l));
     }
 
-    if (model->manifest.has_mtp && c.mtp_num_hidden_layers > 0) {
+    if (options.mtp && model->manifest.has_mtp && c.mtp_num_hidden_layers > 0) {
         MtpWeights mtp;
         const int64_t width = c.hc_width();
         mtp.pre_fc_norm_embedding = r.vector("mtp.pre_fc_norm_embedding.weight", h);
@@ -366,6 +393,7 @@ std::unique_ptr<ModelWeights> load_model_weights(const std::string& store_dir) {
         }
         model->mtp = std::move(mtp);
     }
+    model->resident_ranges = merge_ranges(r.take_used());
     return model;
 }
 

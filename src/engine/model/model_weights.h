@@ -122,14 +122,25 @@ struct ModelWeights {
     Linear lm_head;  // [V, H]
     HyperConnectionWeights final_mixer;
     std::vector<LayerWeights> layers;
-    std::optional<MtpWeights> mtp;
+    std::optional<MtpWeights> mtp;  // absent without MTP weights, or when not loaded
+    // The byte ranges of dense.bin the views above point into, sorted and merged: what the
+    // model reads, and what a device copy holds. Pages of dense.bin outside them (an MTP head
+    // that was not loaded) are never touched.
+    std::vector<store::ByteRange> resident_ranges;
 
-    uint64_t resident_bytes() const;  // dense.bin bytes
+    uint64_t resident_bytes() const;  // Σ resident_ranges
+};
+
+struct WeightLoadOptions {
+    // false: the MTP draft head is not resolved (mtp stays empty, its bytes are not resident),
+    // for generation without drafts (--drafts 0).
+    bool mtp = true;
 };
 
 // Maps and resolves a store directory (manifest.json, config.json, dense.bin, ngram.bin).
 // Throws NotFound / Corrupt naming the file and tensor for missing files, missing tensors and
 // shapes that disagree with the config.
-std::unique_ptr<ModelWeights> load_model_weights(const std::string& store_dir);
+std::unique_ptr<ModelWeights> load_model_weights(const std::string& store_dir,
+                                                 const WeightLoadOptions& options = {});
 
 }  // namespace cherenkov::engine

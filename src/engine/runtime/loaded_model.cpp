@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -19,9 +20,13 @@
 #include "engine/experts/expert_source_factory.h"
 #include "engine/experts/mapped_expert_table.h"
 #include "engine/experts/record_reader.h"
+#include "engine/experts/replacement_policy.h"
 #include "engine/runtime/checked_backend.h"
+#include "store/index/model_store_update.h"
+#include "store/index/prepare_command.h"
 #include "store/manifest/store_manifest.h"
 #include "store/store_check.h"
+#include "store/store_update.h"
 
 namespace cherenkov::engine {
 
@@ -42,7 +47,94 @@ uint64_t proc_status_bytes(const std::string& key) {
     return 0;
 }
 
+std::string join_bits(const std::vector<int>& bits) {
+    std::string text;
+    for (int width : bits) text += (text.empty() ? "" : ",") + std::to_string(width);
+    return text;
+}
+
+// The store directory that holds every expert table `bits` needs: `store_dir` itself, or the
+// store published when missing parts were built (build_missing_store). For an indexed model that
+// includes metadata its local or retained source can fill (seed "Prepare and run": automatic
+// repairs follow the build policy of missing variants).
+std::string ensure_store_parts(const LoadOptions& options, const std::string& store_dir,
+                               const std::vector<int>& bits) {
+    std::vector<int> low_bits;
+    for (int width : bits) {
+        if (width != 4) low_bits.push_back(width);
+    }
+    if (!options.build_missing_store) {
+        if (low_bits.empty()) return store_dir;  // experts.bin is checked with the store
+        const store::StoreChanges changes = store::plan_store_changes(store_dir, low_bits, "");
+        if (changes.missing_bits.empty()) return store_dir;
+        // Name the model as the caller named it, so the command works when pasted.
+        const std::string selector =
+            options.resolved != nullptr ? options.resolved->selector : store_dir;
+        const int width = changes.missing_bits.front();
+        throw_not_found(store_dir + ": no Q" + std::to_string(width) + " expert table (" +
+                        store::lowbit_manifest_name(width) +
+                        " missing or invalid) and building missing stores at load is off; "
+                        "build it with `" +
+                        store::prepare_command(selector,
+                                               "--experts " + join_bits(changes.missing_bits),
+                                               options.index) +
+                        "`");
+    }
+    if (options.resolved != nullptr && !options.resolved->model_id.empty()) {
+        const store::PrepareResult built =
+            store::complete_resolved_store(*options.resolved, low_bits, options.index);
+        for (int width : built.derived) {
+            log_info("engine", "built " + store::lowbit_experts_name(width) + " at load in " +
+                                   options.resolved->store_dir);
+        }
+        return options.resolved->store_dir;
+    }
+    if (low_bits.empty()) return store_dir;
+    // A store directory given directly is nobody's artifact: changed in place, as `prepare`
+    // does with an unregistered directory.
+    store::ResolvedModel direct;
+    direct.store_dir = store_dir;
+    store::complete_resolved_store(direct, low_bits, options.index);
+    return store_dir;
+}
+
 }  // namespace
+
+void validate_load_options(const LoadOptions& options) {
+    const auto is_width = [](int bits) { return bits == 4 || bits == 3 || bits == 2; };
+    if (!is_width(options.expert_bits)) {
+        throw_invalid("--experts must be 4, 3 or 2, got " + std::to_string(options.expert_bits));
+    }
+    if (options.miss_bits != 0 && !is_width(options.miss_bits)) {
+        throw_invalid("--miss-experts must be 4, 3 or 2, got " + std::to_string(options.miss_bits));
+    }
+    // Seed "Precision and memory": mixed mode keeps Q4 residents and reads only unpredicted
+    // misses at --miss-experts precision.
+    if (options.miss_bits != 0 && options.miss_bits != options.expert_bits &&
+        options.expert_bits != 4) {
+        throw_invalid("--miss-experts " + std::to_string(options.miss_bits) +
+                      " needs 4-bit residents (--experts 4), got --experts " +
+                      std::to_string(options.expert_bits) +
+                      ": mixed mode reads unpredicted misses at lower precision than Q4");
+    }
+    // A routing weight is a softmax probability (renormalized over the top-k or not), so it
+    // lies in [0, 1]; 0 turns the cut off.
+    if (!(options.cut_weak >= 0.0F && options.cut_weak <= 1.0F)) {
+        char value[32];
+        std::snprintf(value, sizeof value, "%g", static_cast<double>(options.cut_weak));
+        throw_invalid(std::string("--cut-weak ") + value +
+                      " is out of range: it is a routing weight, 0 (off) to 1");
+    }
+    validate_prefill_quantum(options.prefill_quantum);
+    if (options.threads < 0) throw_invalid("--threads must be 0 (every CPU) or more");
+    if (options.io_threads < 0) throw_invalid("--io-threads must be 0 (automatic) or more");
+    if (options.max_rows < 1) throw_invalid("rows per decode step must be at least 1");
+    if (options.max_ctx < 1) throw_invalid("--max-ctx must be at least 1");
+    if (options.backend != "cpu" && options.backend != "cuda" && options.backend != "auto") {
+        throw_invalid("--backend '" + options.backend + "': expected cpu, cuda or auto");
+    }
+    parse_replacement_kind(options.policy);
+}
 
 std::string resolve_backend(const std::string& requested) {
     if (requested == "cpu" || requested == "cuda") return requested;
@@ -56,28 +148,26 @@ std::string resolve_backend(const std::string& requested) {
 std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
     const auto start = std::chrono::steady_clock::now();
     namespace fs = std::filesystem;
+    validate_load_options(options);
     if (!fs::is_directory(options.store_dir))
         throw_not_found(options.store_dir + ": no such directory");
     if (!store::looks_like_store(options.store_dir)) {
-        throw_invalid(
-            options.store_dir +
-            " is not a packed store (no manifest.json); pack it with: cherenkov prepare " +
-            options.store_dir + " --output DIR");
+        throw_invalid(options.store_dir +
+                      " is not a packed store (no manifest.json); prepare it with `" +
+                      store::prepare_command(options.store_dir, "", options.index) +
+                      "` and run the model by the name that prints");
     }
-    if (options.expert_bits != 4 && options.expert_bits != 3 && options.expert_bits != 2) {
-        throw_invalid("--experts must be 4, 3 or 2, got " + std::to_string(options.expert_bits));
-    }
-    validate_prefill_quantum(options.prefill_quantum);
-    store::validate_store(options.store_dir);
-    std::unique_ptr<LoadedModel> loaded(new LoadedModel());
-    loaded->weights_ = load_model_weights(options.store_dir);
-    loaded->expert_bits_ = options.expert_bits;
-    loaded->prefill_quantum_ = options.prefill_quantum;
     std::vector<int> bits = {options.expert_bits};
     if (options.miss_bits != 0 && options.miss_bits != options.expert_bits)
         bits.push_back(options.miss_bits);
+    const std::string store_dir = ensure_store_parts(options, options.store_dir, bits);
+    store::validate_store(store_dir);
+    std::unique_ptr<LoadedModel> loaded(new LoadedModel());
+    loaded->weights_ = load_model_weights(store_dir, WeightLoadOptions{.mtp = options.draft_head});
+    loaded->expert_bits_ = options.expert_bits;
+    loaded->prefill_quantum_ = options.prefill_quantum;
     ExpertSourceOptions base;
-    base.cache.tables = find_expert_tables(options.store_dir, bits);
+    base.cache.tables = find_expert_tables(store_dir, bits);
     base.cache.resident_bits = options.expert_bits;
     base.cache.miss_bits = options.miss_bits;
     base.cache.policy = parse_replacement_kind(options.policy);
@@ -210,6 +300,7 @@ nlohmann::json LoadedModel::memory_stats(const SequenceState* state) const {
     stats["rss_bytes"] = proc_status_bytes("VmRSS");
     stats["peak_rss_bytes"] = proc_status_bytes("VmHWM");
     stats["dense_bytes"] = weights_->resident_bytes();
+    stats["draft_head"] = weights_->mtp.has_value();
     stats["ngram_mapped_bytes"] = weights_->ngram_file ? weights_->ngram_file->bytes().size() : 0;
     stats["state_bytes"] = state != nullptr ? state->bytes() : 0;
     stats["expert_bits"] = expert_bits_;

@@ -13,6 +13,8 @@
 #include "engine/model/model.h"
 #include "engine/model/model_weights.h"
 #include "engine/model/prefill_quantum.h"
+#include "store/index/index_options.h"
+#include "store/index/resolve_model.h"
 
 namespace cherenkov::engine {
 
@@ -41,7 +43,27 @@ struct LoadOptions {
     // --prefill-quantum: the most rows per prefill call, and the scratch the memory plan keeps
     // outside the expert pool for them (engine/model/prefill_quantum.h).
     int64_t prefill_quantum = kDefaultPrefillQuantum;
+    // false (--drafts 0): the MTP draft head is neither loaded nor allocated, on either backend;
+    // the model then has no MTP (has_mtp() false) and generates without speculation.
+    bool draft_head = true;
+    // Seed `build_missing_store`: an expert table the precisions need that is missing or invalid
+    // is built at load (progress through index.events), published the way `prepare --experts N`
+    // does. false: loading fails with NotFound naming the prepare command that builds it.
+    bool build_missing_store = true;
+    // The index entry store_dir was resolved from (store::resolve_model), or null for a store
+    // directory given directly. Tables built at load are then published as a new store of that
+    // model, and *resolved names the new store and holds its lease. Must outlive load().
+    store::ResolvedModel* resolved = nullptr;
+    // Where the index is, progress events and packing threads for tables built at load; also
+    // --root for the commands messages suggest.
+    store::IndexOptions index;
 };
+
+// Checks every option that needs no store: precisions (mixed mode reads misses at lower
+// precision than Q4 residents, so it needs --experts 4), --cut-weak (a routing weight, 0 to 1),
+// the prefill quantum, threads, rows and context. Throws InvalidInput naming the flag. load()
+// calls it first; callers that resolve the model call it before resolving.
+void validate_load_options(const LoadOptions& options);
 
 // "auto" → "cuda" when the build has CUDA and a device answers, else "cpu"; "cpu"/"cuda" as
 // given; anything else throws InvalidInput.
@@ -49,9 +71,10 @@ std::string resolve_backend(const std::string& requested);
 
 class LoadedModel {
 public:
-    // Validates the store (manifest, sizes) and maps it. Throws InvalidInput when `store_dir`
-    // is a checkpoint rather than a store (naming the prepare command), NotFound for a missing
-    // low-bit table, Corrupt for a damaged store.
+    // Validates the options and the store (manifest, sizes), builds missing expert tables
+    // (build_missing_store) and maps it. Throws InvalidInput for bad options or when
+    // `store_dir` is a checkpoint rather than a store (naming the prepare command), NotFound for
+    // a missing low-bit table when building is off, Corrupt for a damaged store.
     static std::unique_ptr<LoadedModel> load(const LoadOptions& options);
 
     // The backend the options chose (with --check, a wrapper running both).
@@ -59,6 +82,8 @@ public:
     Model& cpu_model() { return *model_; }
     const std::string& backend_name() const { return backend_name_; }
     const ModelWeights& weights() const { return *weights_; }
+    // The store the model was loaded from (a new one when tables were built at load).
+    const std::string& store_dir() const { return weights_->store_dir; }
     ExpertSource& experts() { return *experts_; }
     ThreadPool& pool() { return *pool_; }
     double load_seconds() const { return load_seconds_; }

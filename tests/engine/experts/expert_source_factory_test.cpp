@@ -82,7 +82,11 @@ TEST(ExpertSourceFactory, FindsAStoreTablesAndNamesAMissingOne) {
     } catch (const Error& e) {
         EXPECT_EQ(e.kind(), ErrorKind::NotFound);
         EXPECT_NE(std::string(e.what()).find("manifest2.json"), std::string::npos);
-        EXPECT_NE(std::string(e.what()).find("prepare --experts 2"), std::string::npos);
+        // A command that works when pasted: it names the store.
+        EXPECT_NE(std::string(e.what()).find("`cherenkov prepare " + dir.path().string() +
+                                             " --experts 2`"),
+                  std::string::npos)
+            << e.what();
     }
 }
 
