@@ -46,6 +46,7 @@ int run_bench(const BenchOptions& options) {
     }
     ModelOptions model_options = options.model;
     model_options.max_rows = 1 + options.drafts;
+    model_options.drafts = options.drafts;
     model_options.max_ctx = options.prompt_tokens + options.gen_tokens + 4;
     OpenedModel opened = load_model(model_options);
     engine::LoadedModel* loaded = opened.loaded.get();

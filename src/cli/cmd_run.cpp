@@ -73,6 +73,7 @@ int run_generate(const RunOptions& options) {
     if (options.repeat < 1) throw_invalid("--repeat must be at least 1");
     ModelOptions model_options = options.model;
     model_options.max_rows = 1 + options.drafts;
+    model_options.drafts = options.drafts;
     model_options.max_ctx = options.max_ctx;
     OpenedModel opened = load_model(model_options);
     engine::LoadedModel* loaded = opened.loaded.get();

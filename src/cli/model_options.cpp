@@ -2,6 +2,9 @@
 
 #include <filesystem>
 
+#include "cli/progress_display.h"
+#include "store/index/model_store_update.h"
+
 namespace cherenkov::cli {
 
 void add_model_options(CLI::App* app, ModelOptions& options) {
@@ -45,7 +48,10 @@ void add_model_options(CLI::App* app, ModelOptions& options) {
                     "needs RAM for it)");
     app->add_flag("--buffered-io", options.buffered_io,
                   "Read experts through the page cache instead of O_DIRECT");
-    // Range-checked in load_model (engine::validate_prefill_quantum), so every caller of the
+    app->add_flag("!--no-build-missing-store", options.build_missing_store,
+                  "Fail instead of building a missing low-bit expert table at load "
+                  "(server: build_missing_store = false)");
+    // Range-checked in load_model (engine::validate_load_options), so every caller of the
     // engine gets the same message naming the flag.
     app->add_option("--prefill-quantum", options.prefill_quantum,
                     "Most prompt tokens per prefill call, 1-65536 (default 256); memory for "
@@ -54,12 +60,7 @@ void add_model_options(CLI::App* app, ModelOptions& options) {
 }
 
 OpenedModel load_model(const ModelOptions& options) {
-    engine::validate_prefill_quantum(options.prefill_quantum);
-    OpenedModel opened;
-    opened.resolved = store::resolve_model(options.model,
-                                           store::index_options_from_environment(options.root, ""));
     engine::LoadOptions load;
-    load.store_dir = opened.resolved.store_dir;
     load.expert_bits = options.experts;
     load.threads = options.threads;
     load.miss_bits = options.miss_experts;
@@ -74,6 +75,20 @@ OpenedModel load_model(const ModelOptions& options) {
     load.buffered_io = options.buffered_io;
     load.max_ctx = options.max_ctx;
     load.prefill_quantum = options.prefill_quantum;
+    load.draft_head = options.drafts > 0;
+    load.build_missing_store = options.build_missing_store;
+    engine::validate_load_options(load);
+    OpenedModel opened;
+    // Tables built at load report progress on stderr, like `prepare`.
+    ProgressDisplay display;
+    load.index = store::index_options_from_environment(options.root, "");
+    load.index.events = display.callback();
+    opened.resolved = store::resolve_model(options.model, load.index);
+    // Metadata the prompt checks below read (tokenizer, template) is repaired first; missing
+    // expert tables are built by load(), after those checks.
+    if (load.build_missing_store) store::complete_resolved_store(opened.resolved, {}, load.index);
+    load.store_dir = opened.resolved.store_dir;
+    load.resolved = &opened.resolved;
     opened.loaded = engine::LoadedModel::load(load);
     return opened;
 }

@@ -31,6 +31,8 @@ struct ModelOptions {
     // --prefill-quantum: the most prompt tokens per forward call and the scratch kept for them
     // (default and why: engine/model/prefill_quantum.h).
     int64_t prefill_quantum = engine::kDefaultPrefillQuantum;
+    bool build_missing_store = true;  // --no-build-missing-store clears it
+    int drafts = 2;                   // set by the command: 0 omits the MTP draft head
 };
 
 // Adds the positional MODEL and the precision, pool, prefill, thread and index flags to `app`.
