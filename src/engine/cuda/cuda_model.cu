@@ -158,6 +158,72 @@ public:
     uint64_t bytes() const override { return caches_.size() + snapshots_.size(); }
     int64_t capacity() const { return capacity_; }
 
+    // Saved form: a header (capacity, layer counts, each layer's attention length and block-key
+    // count), then per layer its recurrent and convolution states and the valid rows of its
+    // attention caches, in carve() order. Copies are synchronous: parking happens between steps.
+    void save(std::vector<std::byte>& out) const override {
+        CHERENKOV_CUDA_CHECK(cudaDeviceSynchronize());
+        out.clear();
+        const auto put = [&](const void* src, size_t n, cudaMemcpyKind kind) {
+            const size_t at = out.size();
+            out.resize(at + n);
+            if (n > 0) CHERENKOV_CUDA_CHECK(cudaMemcpy(out.data() + at, src, n, kind));
+        };
+        const auto put_value = [&](int64_t v) { put(&v, sizeof v, cudaMemcpyHostToHost); };
+        put_value(capacity_);
+        put_value(static_cast<int64_t>(layers.size()));
+        put_value(static_cast<int64_t>(mtp_layers.size()));
+        walk(*this, [&](const float* device, int64_t floats) {
+            put(device, static_cast<size_t>(floats) * sizeof(float), cudaMemcpyDeviceToHost);
+        }, [&](const DeviceAttentionCache& a) {
+            put_value(a.length);
+            put_value(a.n_block_keys);
+        });
+    }
+
+    void restore(std::span<const std::byte> saved) override {
+        size_t at = 0;
+        const auto take = [&](void* dst, size_t n, cudaMemcpyKind kind) {
+            if (saved.size() - at < n) throw_corrupt("a parked sequence state is truncated");
+            if (n > 0) CHERENKOV_CUDA_CHECK(cudaMemcpy(dst, saved.data() + at, n, kind));
+            at += n;
+        };
+        const auto take_value = [&]() {
+            int64_t v = 0;
+            take(&v, sizeof v, cudaMemcpyHostToHost);
+            return v;
+        };
+        if (take_value() != capacity_ || take_value() != static_cast<int64_t>(layers.size()) ||
+            take_value() != static_cast<int64_t>(mtp_layers.size())) {
+            throw_corrupt("a parked sequence state was made for another model or capacity");
+        }
+        CHERENKOV_CUDA_CHECK(cudaDeviceSynchronize());
+        // Lengths come first in the saved form of a layer, so segments sized by them follow.
+        walk(*this, [&](float* device, int64_t floats) {
+            take(device, static_cast<size_t>(floats) * sizeof(float), cudaMemcpyHostToDevice);
+        }, [&](DeviceAttentionCache& a) {
+            const int64_t length = take_value();
+            const int64_t blocks = take_value();
+            if (length < 0 || length > a.capacity || blocks < 0 || blocks > length) {
+                throw_corrupt("a parked sequence state has attention lengths out of range");
+            }
+            a.length = length;
+            a.n_block_keys = blocks;
+        });
+        if (at != saved.size()) throw_corrupt("a parked sequence state has trailing bytes");
+    }
+
+    void reset() override {
+        CHERENKOV_CUDA_CHECK(cudaDeviceSynchronize());
+        CHERENKOV_CUDA_CHECK(cudaMemset(caches_.data(), 0, caches_.size()));
+        for (auto* states : {&layers, &mtp_layers}) {
+            for (DeviceLayerState& l : *states) {
+                l.attention.length = 0;
+                l.attention.n_block_keys = 0;
+            }
+        }
+    }
+
     // Room for per-row snapshots of `rows` rows: per trunk layer [rows, recurrent], [rows, conv]
     // (GDN) and [rows, ple conv] (PLE layers).
     void reserve_snapshots(int64_t rows) {
@@ -197,6 +263,31 @@ public:
     std::vector<DeviceLayerState> mtp_layers;
 
 private:
+    // Visits every layer of `self` (trunk, then MTP) in carve() order: `lengths` with its
+    // attention cache, then `segment` with each stretch of valid floats. Lengths come before the
+    // segments they size, so restore() can set them in `lengths` (Self non-const) and save()
+    // only reads them (Self const).
+    template <typename Self, typename Segment, typename Lengths>
+    static void walk(Self& self, Segment&& segment, Lengths&& lengths) {
+        const auto visit = [&](const std::vector<LayerPlan>& plans, auto& states) {
+            for (size_t i = 0; i < plans.size(); ++i) {
+                const LayerPlan& p = plans[i];
+                auto& s = states[i];
+                segment(s.gdn.conv, p.gdn_conv);
+                segment(s.gdn.recurrent, p.gdn_recurrent);
+                segment(s.ple.conv, p.ple_conv);
+                if (!p.attention) continue;
+                lengths(s.attention);
+                segment(s.attention.keys, s.attention.length * p.kv_width);
+                segment(s.attention.values, s.attention.length * p.kv_width);
+                segment(s.attention.index_keys, s.attention.length * p.index_width);
+                segment(s.attention.block_keys, s.attention.n_block_keys * p.index_width);
+            }
+        };
+        visit(self.trunk_plan_, self.layers);
+        visit(self.mtp_plan_, self.mtp_layers);
+    }
+
     uint64_t layer_floats(const LayerPlan& p) const {
         uint64_t n = p.gdn_conv + p.gdn_recurrent + p.ple_conv;
         if (p.attention) {

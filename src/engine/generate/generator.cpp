@@ -43,8 +43,7 @@ void DraftPolicy::record(int proposed, int accepted) {
 }
 
 Generator::Generator(ModelBackend& model, GenerationOptions options)
-    : model_(model), options_(std::move(options)) {
-    validate_sampling_options(options_.sampling);
+    : model_(model), options_(std::move(options)), sampler_(options_.sampling) {
     if (options_.drafts < 0 || options_.drafts > 2) {
         throw_invalid("--drafts must be 0, 1 or 2, got " + std::to_string(options_.drafts));
     }
@@ -55,152 +54,200 @@ Generator::Generator(ModelBackend& model, GenerationOptions options)
 std::vector<int32_t> Generator::trunk_tokens(std::span<const int32_t> tokens,
                                              ForwardOptions options, Sampler* sampler) {
     const auto n_rows = static_cast<size_t>(options.all_logits ? tokens.size() : 1);
+    const auto vocab = static_cast<size_t>(model_.vocab_size());
     // Without penalties the backend picks the tokens where the logits are and only ids cross to
-    // the host. Penalties need this request's token counts, so with them the logits come back and
-    // the Sampler applies penalties first. Both routes use one selection definition
-    // (token_selector.h) and draw u from the same RNG in the same order.
+    // the host (with token_logits the logits come along). Penalties need this request's token
+    // counts, so with them the logits come back and the Sampler applies penalties first. Both
+    // routes use one selection definition (token_selector.h) and draw u from the same RNG in the
+    // same order.
     const bool penalties = sampler != nullptr && sampler->options().has_penalties();
     if (!penalties && !options_.host_selection) {
         selection_.rows.assign(n_rows, TokenChoice{});
+        selection_.keep_logits = options_.token_logits;
         if (sampler != nullptr) selection_.rows.back() = sampler->next_choice();
         options.select = &selection_;
-        return model_.forward(state_, tokens, options).tokens;
+        ForwardResult result = model_.forward(state_, tokens, options);
+        if (options_.token_logits) row_logits_ = std::move(result.logits);
+        return std::move(result.tokens);
     }
     ForwardResult result = model_.forward(state_, tokens, options);
-    const auto vocab = static_cast<size_t>(model_.vocab_size());
     std::vector<int32_t> picked(n_rows);
     for (size_t row = 0; row + 1 < n_rows; ++row) {
         picked[row] = argmax(std::span<const float>(result.logits).subspan(row * vocab, vocab));
     }
     const std::span<float> last = std::span<float>(result.logits).last(vocab);
+    if (options_.token_logits) row_logits_ = result.logits;  // before penalties change `last`
     picked.back() = sampler != nullptr ? sampler->sample(last) : argmax(last);
     return picked;
 }
 
-GenerationStats Generator::generate(std::span<const int32_t> prompt,
-                                    const std::function<bool(int32_t)>& on_token) {
-    GenerationStats stats;
-    stats.prompt_tokens = static_cast<int64_t>(prompt.size());
+void Generator::start(std::span<const int32_t> prompt, std::optional<SequenceState> state) {
+    stats_ = GenerationStats{};
+    stats_.prompt_tokens = static_cast<int64_t>(prompt.size());
     if (prompt.empty()) throw_invalid("the prompt is empty");
-    if (stats.prompt_tokens >= options_.max_ctx) {
+    if (stats_.prompt_tokens >= options_.max_ctx) {
         throw_invalid("the prompt has " + std::to_string(prompt.size()) +
                       " tokens, more than --max-ctx " + std::to_string(options_.max_ctx) +
                       " allows (it needs room for at least one generated token)");
     }
-    const bool speculate =
-        options_.drafts > 0 && model_.has_mtp() && options_.sampling.allows_speculation();
-    stats.speculation = speculate;
-    Sampler sampler(options_.sampling);
-    sampler.observe(prompt);
-    DraftPolicy policy(speculate ? options_.drafts : 0);
-    state_ = model_.new_sequence(options_.max_ctx);
+    speculate_ = options_.drafts > 0 && model_.has_mtp() && options_.sampling.allows_speculation();
+    stats_.speculation = speculate_;
+    sampler_ = Sampler(options_.sampling);
+    sampler_.observe(prompt);
+    policy_ = DraftPolicy(speculate_ ? options_.drafts : 0);
+    state_ = state ? std::move(*state) : model_.new_sequence(options_.max_ctx);
+    prompt_.assign(prompt.begin(), prompt.end());
+    prompt_done_ = 0;
+    finished_ = false;
+}
 
-    // Prefill in chunks of at most the quantum (fewer rows when the backend's scratch holds
-    // fewer); the last chunk's last row gives the first token.
-    const auto prefill_start = std::chrono::steady_clock::now();
-    stats.prefill_chunk_tokens = prefill_chunk_rows(model_, options_.prefill_quantum);
-    int32_t next = 0;
-    const auto chunk = static_cast<size_t>(stats.prefill_chunk_tokens);
-    for (size_t at = 0; at < prompt.size(); at += chunk) {
-        const size_t n = std::min(prompt.size() - at, chunk);
+void Generator::stop(const std::string& reason) {
+    if (finished_) return;
+    stats_.stop_reason = reason;
+    finished_ = true;
+}
+
+bool Generator::is_eos(int32_t token) const {
+    return options_.stop_at_eos &&
+           std::find(options_.eos_ids.begin(), options_.eos_ids.end(), token) !=
+               options_.eos_ids.end();
+}
+
+bool Generator::emit(const TokenSink& sink, int32_t token, int64_t logit_row) {
+    ++stats_.generated_tokens;
+    sampler_.observe(token);
+    EmittedToken emitted{token, {}};
+    if (options_.token_logits) {
+        const auto vocab = static_cast<size_t>(model_.vocab_size());
+        emitted.logits =
+            std::span<const float>(row_logits_).subspan(static_cast<size_t>(logit_row) * vocab,
+                                                        vocab);
+    }
+    if (!sink(emitted)) {
+        stats_.stop_reason = "stopped";
+        return false;
+    }
+    if (is_eos(token)) {
+        stats_.stop_reason = "eos";
+        return false;
+    }
+    if (stats_.generated_tokens >= options_.max_tokens) {
+        stats_.stop_reason = "length";
+        return false;
+    }
+    return true;
+}
+
+bool Generator::step(const TokenSink& sink, int64_t prefill_rows) {
+    CHERENKOV_ASSERT(!finished_, "step() on a finished generation");
+    if (prompt_remaining() > 0) {
+        // Prefill in chunks of at most the quantum (fewer rows when the backend's scratch holds
+        // fewer, or the caller asks for fewer); the last chunk's last row gives the first token.
+        const int64_t chunk = prefill_chunk_rows(model_, options_.prefill_quantum);
+        const int64_t rows = prefill_rows > 0 ? std::min(prefill_rows, chunk) : chunk;
+        const auto started = std::chrono::steady_clock::now();
+        const int64_t n = std::min(prompt_remaining(), rows);
         ForwardOptions fo;
-        fo.keep_residuals = speculate;
+        fo.keep_residuals = speculate_;
         // Earlier chunks' tokens are unused: a greedy pick there keeps their logits on the device.
-        const bool last = at + n == prompt.size();
-        next = trunk_tokens(prompt.subspan(at, n), fo, last ? &sampler : nullptr).back();
-        ++stats.prefill_chunks;
+        const bool last = prompt_done_ + n == static_cast<int64_t>(prompt_.size());
+        const std::span<const int32_t> tokens =
+            std::span<const int32_t>(prompt_).subspan(static_cast<size_t>(prompt_done_),
+                                                      static_cast<size_t>(n));
+        const bool keep = options_.token_logits;
+        options_.token_logits = keep && last;  // only the last chunk's row is a token's
+        next_ = trunk_tokens(tokens, fo, last ? &sampler_ : nullptr).back();
+        options_.token_logits = keep;
+        prompt_done_ += n;
+        ++stats_.prefill_chunks;
+        stats_.prefill_chunk_tokens = std::max(stats_.prefill_chunk_tokens, rows);
+        stats_.prefill_seconds += seconds_since(started);
+        if (!last) return true;
+        if (options_.max_tokens <= 0) {
+            stop("length");
+            return false;
+        }
+        finished_ = !emit(sink, next_, 0);
+        return !finished_;
     }
-    stats.prefill_seconds = seconds_since(prefill_start);
+    const auto started = std::chrono::steady_clock::now();
+    decode_step(sink);
+    stats_.decode_seconds += seconds_since(started);
+    return !finished_;
+}
 
-    const auto decode_start = std::chrono::steady_clock::now();
-    const auto is_eos = [&](int32_t token) {
-        return options_.stop_at_eos && std::find(options_.eos_ids.begin(), options_.eos_ids.end(),
-                                                 token) != options_.eos_ids.end();
-    };
-    // Emits one token; false when generation must stop.
-    const auto emit = [&](int32_t token) {
-        ++stats.generated_tokens;
-        sampler.observe(token);
-        if (!on_token(token)) {
-            stats.stop_reason = "stopped";
-            return false;
-        }
-        if (is_eos(token)) {
-            stats.stop_reason = "eos";
-            return false;
-        }
-        if (stats.generated_tokens >= options_.max_tokens) {
-            stats.stop_reason = "length";
-            return false;
-        }
-        return true;
-    };
-    if (options_.max_tokens <= 0) {
-        stats.stop_reason = "length";
-        return stats;
+void Generator::decode_step(const TokenSink& sink) {
+    // Room for the pending token and the drafts.
+    const int64_t room = options_.max_ctx - state_.position;
+    if (room < 1) {
+        stop("context");
+        return;
     }
-    bool running = emit(next);
-    while (running) {
-        // Room for the pending token and the drafts.
-        const int64_t room = options_.max_ctx - state_.position;
-        if (room < 1) {
-            stats.stop_reason = "context";
-            break;
+    int n_drafts = static_cast<int>(std::min<int64_t>(policy_.next(), room - 1));
+    n_drafts = static_cast<int>(
+        std::min<int64_t>(n_drafts, options_.max_tokens - stats_.generated_tokens));
+    std::vector<int32_t> rows = {next_};
+    if (n_drafts > 0) {
+        // Drafts are greedy tokens of the MTP head, picked by the backend like the trunk's.
+        const TokenSelection* greedy = options_.host_selection ? nullptr : &kGreedyRow;
+        const auto draft_token = [&](const MtpResult& r) {
+            return greedy != nullptr ? r.tokens[0] : argmax(r.logits);
+        };
+        MtpResult draft = model_.mtp_catch_up(state_, next_, false, nullptr, greedy);
+        const auto proposed = [&](int j, int32_t token) {
+            return options_.draft_override
+                       ? options_.draft_override(stats_.generated_tokens + j, j, token)
+                       : token;
+        };
+        rows.push_back(proposed(0, draft_token(draft)));
+        if (n_drafts > 1) {
+            MtpResult second = model_.mtp_chain(state_, draft.last_residual, rows.back(),
+                                                state_.position, 1, greedy);
+            rows.push_back(proposed(1, draft_token(second)));
         }
-        int n_drafts = std::min<int64_t>(policy.next(), room - 1);
-        n_drafts = static_cast<int>(
-            std::min<int64_t>(n_drafts, options_.max_tokens - stats.generated_tokens));
-        std::vector<int32_t> rows = {next};
-        if (n_drafts > 0) {
-            // Drafts are greedy tokens of the MTP head, picked by the backend like the trunk's.
-            const TokenSelection* greedy = options_.host_selection ? nullptr : &kGreedyRow;
-            const auto draft_token = [&](const MtpResult& r) {
-                return greedy != nullptr ? r.tokens[0] : argmax(r.logits);
-            };
-            MtpResult draft = model_.mtp_catch_up(state_, next, false, nullptr, greedy);
-            const auto proposed = [&](int j, int32_t token) {
-                return options_.draft_override
-                           ? options_.draft_override(stats.generated_tokens + j, j, token)
-                           : token;
-            };
-            rows.push_back(proposed(0, draft_token(draft)));
-            if (n_drafts > 1) {
-                MtpResult second = model_.mtp_chain(state_, draft.last_residual, rows.back(),
-                                                    state_.position, 1, greedy);
-                rows.push_back(proposed(1, draft_token(second)));
-            }
-        }
-        ForwardOptions fo;
-        fo.all_logits = true;
-        fo.keep_residuals = speculate;
-        fo.snapshot_rows = n_drafts > 0;
-        // The trunk's token after each row: greedy for the verified rows (speculation is greedy).
-        const std::vector<int32_t> picked = trunk_tokens(rows, fo, &sampler);
-        ++stats.decode_steps;
-        if (n_drafts == 0) {
-            next = picked[0];
-            running = emit(next);
-            continue;
-        }
-        // Greedy acceptance: the longest run of drafts equal to the trunk's argmax.
-        int accepted = 0;
-        while (accepted < n_drafts &&
-               rows[static_cast<size_t>(accepted) + 1] == picked[static_cast<size_t>(accepted)]) {
-            ++accepted;
-        }
-        for (int j = 0; j < n_drafts; ++j) {
-            ++stats.drafts_proposed[static_cast<size_t>(j)];
-            if (j < accepted) ++stats.drafts_accepted[static_cast<size_t>(j)];
-        }
-        policy.record(n_drafts, accepted);
-        model_.commit(state_, accepted + 1);
-        for (int j = 1; j <= accepted && running; ++j) running = emit(rows[static_cast<size_t>(j)]);
-        if (!running) break;
-        next = picked[static_cast<size_t>(accepted)];
-        running = emit(next);
     }
-    stats.decode_seconds = seconds_since(decode_start);
-    return stats;
+    ForwardOptions fo;
+    fo.all_logits = true;
+    fo.keep_residuals = speculate_;
+    fo.snapshot_rows = n_drafts > 0;
+    // The trunk's token after each row: greedy for the verified rows (speculation is greedy).
+    const std::vector<int32_t> picked = trunk_tokens(rows, fo, &sampler_);
+    ++stats_.decode_steps;
+    if (n_drafts == 0) {
+        next_ = picked[0];
+        finished_ = !emit(sink, next_, 0);
+        return;
+    }
+    // Greedy acceptance: the longest run of drafts equal to the trunk's argmax.
+    int accepted = 0;
+    while (accepted < n_drafts &&
+           rows[static_cast<size_t>(accepted) + 1] == picked[static_cast<size_t>(accepted)]) {
+        ++accepted;
+    }
+    for (int j = 0; j < n_drafts; ++j) {
+        ++stats_.drafts_proposed[static_cast<size_t>(j)];
+        if (j < accepted) ++stats_.drafts_accepted[static_cast<size_t>(j)];
+    }
+    policy_.record(n_drafts, accepted);
+    model_.commit(state_, accepted + 1);
+    // Accepted draft j is the trunk's pick after row j - 1, so that row chose it.
+    for (int j = 1; j <= accepted; ++j) {
+        if (!emit(sink, rows[static_cast<size_t>(j)], j - 1)) {
+            finished_ = true;
+            return;
+        }
+    }
+    next_ = picked[static_cast<size_t>(accepted)];
+    finished_ = !emit(sink, next_, accepted);
+}
+
+GenerationStats Generator::generate(std::span<const int32_t> prompt,
+                                    const std::function<bool(int32_t)>& on_token) {
+    start(prompt);
+    const TokenSink sink = [&](const EmittedToken& t) { return on_token(t.token); };
+    while (step(sink)) {
+    }
+    return stats_;
 }
 
 }  // namespace cherenkov::engine

@@ -4,11 +4,18 @@
 // agreeing prefix is accepted and the rest rolled back. Greedy output is the same for every
 // draft count. Sampling or penalties turn speculation off. Tokens are picked by the backend
 // (TokenSelection: on the device for CUDA) unless penalties need the logits on the host.
+//
+// A generation runs in steps, so one thread can interleave several (the server's worker, seed
+// "Serving architecture"): a step is one prefill chunk or one decode step (a token with its
+// drafts). Between steps a generation holds nothing but its own state: the token it will emit
+// next is already chosen, so a suspended request is never sampled again and no other request
+// consumes its random draws.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -29,6 +36,9 @@ struct GenerationOptions {
     // --prefill-quantum: the most prompt tokens per prefill call; calls are cut to
     // min(this, model.max_rows_per_call()) (engine/model/prefill_quantum.h).
     int64_t prefill_quantum = kDefaultPrefillQuantum;
+    // Hand each emitted token the logits of the row that chose it (before penalties), for
+    // log-probabilities. Tokens are still chosen exactly as without it.
+    bool token_logits = false;
     // Tests only: replaces draft j (0-based) proposed for output index `index` (the position in
     // the generated text the draft claims). Lets tests force acceptances and rejections.
     std::function<int32_t(int64_t index, int j, int32_t proposed)> draft_override;
@@ -47,7 +57,7 @@ struct GenerationStats {
     std::array<int64_t, 2> drafts_accepted{};
     std::string stop_reason;  // "eos", "length", "context", "stopped"
     bool speculation = false;
-    int64_t prefill_chunk_tokens = 0;  // rows per prefill call (the last chunk may be shorter)
+    int64_t prefill_chunk_tokens = 0;  // most rows of a prefill call (the last may be shorter)
     int64_t prefill_chunks = 0;        // prefill calls
 };
 
@@ -66,30 +76,77 @@ private:
     std::vector<int> recent_;  // draft-1 outcomes, last 8 rounds
 };
 
+// One emitted token. `logits` is the row that chose it, before penalties (empty unless
+// GenerationOptions::token_logits); valid only during the callback.
+struct EmittedToken {
+    int32_t token = 0;
+    std::span<const float> logits;
+};
+
+// Receives each emitted token, in order; returning false stops generation ("stopped").
+using TokenSink = std::function<bool(const EmittedToken&)>;
+
 class Generator {
 public:
+    // Throws InvalidInput for bad options, naming the flag: --drafts, --max-ctx,
+    // --prefill-quantum, sampling.
     Generator(ModelBackend& model, GenerationOptions options);
 
     // Runs `prompt` and generates. on_token is called once per emitted token, in order; returning
     // false stops generation. Throws InvalidInput before any work for an empty prompt or one that
-    // does not fit in max_ctx. (The constructor throws InvalidInput for bad options, naming the
-    // flag: --drafts, --max-ctx, --prefill-quantum, sampling.)
+    // does not fit in max_ctx.
     GenerationStats generate(std::span<const int32_t> prompt,
                              const std::function<bool(int32_t)>& on_token);
 
+    // Stepwise use. start() checks the prompt (as generate does) and takes the sequence state to
+    // run in: a fresh one from the model unless given (the server hands in a state whose
+    // backend caches it recycles). Then each step() runs one prefill chunk of at most
+    // `prefill_rows` rows (0: the options' chunk) or one decode step, and returns whether
+    // another step is needed.
+    void start(std::span<const int32_t> prompt, std::optional<SequenceState> state = {});
+    bool step(const TokenSink& sink, int64_t prefill_rows = 0);
+
+    bool finished() const { return finished_; }
+    // Prompt tokens not yet run (0 once decoding).
+    int64_t prompt_remaining() const {
+        return static_cast<int64_t>(prompt_.size()) - prompt_done_;
+    }
+    // Ends generation as if the sink had returned false, without more work.
+    void stop(const std::string& reason);
+
+    const GenerationStats& stats() const { return stats_; }
     const SequenceState& state() const { return state_; }
+    SequenceState& state() { return state_; }
+    const Sampler& sampler() const { return sampler_; }
 
 private:
     // Runs the trunk on `tokens` and picks a token from every logit row (all rows with
     // options.all_logits, else the last): greedy, except the last row, which `sampler` picks when
-    // given (greedy too whenever drafts are verified).
+    // given (greedy too whenever drafts are verified). With token_logits the rows' logits are
+    // kept in row_logits_.
     std::vector<int32_t> trunk_tokens(std::span<const int32_t> tokens, ForwardOptions options,
                                       Sampler* sampler);
+    void prefill_chunk(int64_t rows);
+    void decode_step(const TokenSink& sink);
+    // Emits one token whose choosing row is `logit_row` of row_logits_; false when generation
+    // must stop (stop_reason set).
+    bool emit(const TokenSink& sink, int32_t token, int64_t logit_row);
+    bool is_eos(int32_t token) const;
 
     ModelBackend& model_;
     GenerationOptions options_;
     SequenceState state_;
     TokenSelection selection_;  // the request of trunk_tokens, reused
+
+    Sampler sampler_;
+    DraftPolicy policy_{0};
+    GenerationStats stats_;
+    std::vector<int32_t> prompt_;
+    int64_t prompt_done_ = 0;
+    int32_t next_ = 0;  // the last emitted token, which the next decode step runs first
+    bool finished_ = true;
+    bool speculate_ = false;
+    std::vector<float> row_logits_;  // token_logits: [rows of the last trunk call, V]
 };
 
 }  // namespace cherenkov::engine

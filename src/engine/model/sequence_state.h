@@ -5,8 +5,10 @@
 // value: copying it is a checkpoint (prefix caching, §5.3).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "model_data/qwen4_exp/config.h"
@@ -56,6 +58,17 @@ public:
     virtual ~BackendState() = default;
     virtual std::unique_ptr<BackendState> clone() const = 0;
     virtual uint64_t bytes() const = 0;
+
+    // Parking (engine/generate/sequence_switcher.h): the server's worker runs many sequences on
+    // one set of backend caches, and a suspended sequence keeps a host copy of its caches.
+    // save() writes what the caches hold (attention rows only up to their valid length) to
+    // `out`, replacing its contents; restore() puts bytes save() wrote back, into a state made by
+    // the same model for the same capacity (throws Corrupt for bytes of another shape); reset()
+    // makes the caches those of a fresh sequence. Snapshots of a verification call are not
+    // kept: a sequence is parked between steps, after commit().
+    virtual void save(std::vector<std::byte>& out) const = 0;
+    virtual void restore(std::span<const std::byte> saved) = 0;
+    virtual void reset() = 0;
 };
 
 // Owns a BackendState with value semantics (copy = clone).

@@ -28,6 +28,17 @@ public:
     uint64_t bytes() const override {
         return (primary ? primary.get()->bytes() : 0) + reference.bytes();
     }
+    // The reference's shadow state lives in this object, so handing the caches to another
+    // sequence would hand it the shadow too. --check is a CLI diagnostic; the server, the only
+    // user of parking, does not take it.
+    void save(std::vector<std::byte>& /*out*/) const override { refuse_parking(); }
+    void restore(std::span<const std::byte> /*saved*/) override { refuse_parking(); }
+    void reset() override { refuse_parking(); }
+
+private:
+    [[noreturn]] static void refuse_parking() {
+        throw_unsupported("--check runs one sequence at a time; its states cannot be parked");
+    }
 };
 
 struct Divergence {

@@ -20,6 +20,7 @@
 #include "engine/experts/mapped_expert_table.h"
 #include "engine/generate/generator.h"
 #include "engine/generate/sampler.h"
+#include "engine/generate/sequence_switcher.h"
 #include "engine/model/fixture_engine.h"
 #include "engine/model/prefill_quantum.h"
 
@@ -245,6 +246,49 @@ TEST(CudaModel, GreedyOutputEqualsTheCpuForEveryDraftCount) {
         if (drafts > 0) {
             EXPECT_GT(stats.drafts_proposed[0], 0);
         }
+    }
+}
+
+// The server's switching: two generations share one set of device caches, each parked to host
+// memory (BackendState::save) while the other runs and restored before its next step, with
+// MTP drafts, rollbacks and graphs in play. Each gets the CPU's solo text.
+TEST(CudaModel, ParkedAndRestoredSequencesContinueExactly) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    CudaFixture f("tiny_a/hf_flat_fused");
+    ReferenceFile reference("tiny_a/reference/logits.safetensors");
+    const std::vector<int32_t> prompts[2] = {reference.tokens("input_ids.chat"),
+                                             reference.tokens("input_ids.len33")};
+    engine::GenerationOptions options;
+    options.max_tokens = 48;
+    options.drafts = 2;
+    options.stop_at_eos = false;
+    options.max_ctx = 256;
+    engine::SequenceSwitcher switcher(*f.gpu, 256);
+    ASSERT_TRUE(switcher.shares_caches());
+    engine::Generator generators[2] = {engine::Generator(*f.gpu, options),
+                                       engine::Generator(*f.gpu, options)};
+    engine::ParkedCaches parked[2];
+    std::vector<int32_t> out[2];
+    for (int i = 0; i < 2; ++i) generators[i].start(prompts[i], switcher.new_state(256));
+    bool running[2] = {true, true};
+    while (running[0] || running[1]) {
+        for (int i = 0; i < 2; ++i) {
+            if (!running[i]) continue;
+            switcher.activate(generators[i].state(), parked[i]);
+            running[i] = generators[i].step([&](const engine::EmittedToken& t) {
+                out[i].push_back(t.token);
+                return true;
+            }, 7);
+            if (running[i]) {
+                switcher.park(generators[i].state(), parked[i]);
+            } else {
+                switcher.release(generators[i].state());
+            }
+        }
+    }
+    for (int i = 0; i < 2; ++i) {
+        EXPECT_EQ(out[i], generate(f.cpu.model, prompts[i], 2)) << "prompt " << i;
+        EXPECT_FALSE(parked[i].bytes.empty());
     }
 }
 

@@ -257,6 +257,49 @@ TEST(Generator, CpuModelAnswersATokenSelection) {
     EXPECT_EQ(untouched.position, 0);
 }
 
+// The stepwise interface the server's worker uses: any prefill chunk size, and steps of two
+// generations interleaved on one thread (each with its own state), give each the tokens it gets
+// alone; with token_logits each emitted token comes with the row that chose it.
+TEST(Generator, StepsInAnyChunkingAndInterleavedGiveTheSoloTokens) {
+    FixtureEngine engine("tiny_a/hf_flat_fused");
+    ReferenceFile reference("tiny_a/reference/logits.safetensors");
+    const std::vector<int32_t> prompts[2] = {reference.tokens("input_ids.len33"),
+                                             reference.tokens("input_ids.chat")};
+    engine::GenerationOptions options;
+    options.max_tokens = 40;
+    options.stop_at_eos = false;
+    options.max_ctx = 256;
+    options.drafts = 2;
+    std::vector<int32_t> solo[2];
+    for (int i = 0; i < 2; ++i) solo[i] = generate(engine, prompts[i], options);
+
+    options.token_logits = true;
+    engine::Generator generators[2] = {engine::Generator(engine.model, options),
+                                       engine::Generator(engine.model, options)};
+    std::vector<int32_t> out[2];
+    const auto vocab = static_cast<size_t>(engine.model.vocab_size());
+    for (int i = 0; i < 2; ++i) generators[i].start(prompts[i]);
+    bool running[2] = {true, true};
+    while (running[0] || running[1]) {
+        for (int i = 0; i < 2; ++i) {
+            if (!running[i]) continue;
+            running[i] = generators[i].step(
+                [&](const engine::EmittedToken& t) {
+                    EXPECT_EQ(t.logits.size(), vocab);
+                    EXPECT_EQ(engine::argmax(t.logits), t.token);
+                    out[i].push_back(t.token);
+                    return true;
+                },
+                /*prefill_rows=*/5 + i);
+        }
+    }
+    for (int i = 0; i < 2; ++i) {
+        EXPECT_EQ(out[i], solo[i]) << "prompt " << i;
+        EXPECT_GT(generators[i].stats().prefill_chunks, 1);
+        EXPECT_EQ(generators[i].stats().stop_reason, "length");
+    }
+}
+
 TEST(Generator, RejectsPromptsThatDoNotFitBeforeWork) {
     FixtureEngine engine("tiny_c/hf_nested_fused");
     engine::GenerationOptions options;
