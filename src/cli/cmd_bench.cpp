@@ -12,6 +12,7 @@
 
 #include "base/error.h"
 #include "cli/commands.h"
+#include "cli/flag_range.h"
 #include "cli/model_options.h"
 #include "engine/generate/generator.h"
 #include "engine/generate/sampler.h"
@@ -32,9 +33,6 @@ struct BenchOptions {
 };
 
 int run_bench(const BenchOptions& options) {
-    if (options.prompt_tokens < 1 || options.gen_tokens < 1 || options.repeat < 1) {
-        throw_invalid("--prompt-tokens, --gen-tokens and --repeat must be positive");
-    }
     // Sampling is checked here, before the model loads (the Generator checks it again).
     engine::SamplingOptions sampling;
     sampling.temperature = options.temperature;
@@ -47,7 +45,16 @@ int run_bench(const BenchOptions& options) {
     ModelOptions model_options = options.model;
     model_options.max_rows = 1 + options.drafts;
     model_options.drafts = options.drafts;
-    model_options.max_ctx = options.prompt_tokens + options.gen_tokens + 4;
+    // The prompt, the output and room for the drafts of the last step.
+    if (options.prompt_tokens > INT64_MAX / 2 || options.gen_tokens > INT64_MAX / 2)
+        throw_invalid("--prompt-tokens and --gen-tokens must each be below 2^62");
+    const int64_t context = options.prompt_tokens + options.gen_tokens + 4;
+    model_options.max_ctx = context;
+    model_options.max_ctx_subject = [&options](int64_t n) {
+        return "a context of " + std::to_string(n) + " tokens (--prompt-tokens " +
+               std::to_string(options.prompt_tokens) + " + --gen-tokens " +
+               std::to_string(options.gen_tokens) + " + 4)";
+    };
     OpenedModel opened = load_model(model_options);
     engine::LoadedModel* loaded = opened.loaded.get();
     const int64_t vocab = loaded->model().vocab_size();
@@ -59,7 +66,7 @@ int run_bench(const BenchOptions& options) {
     generation.max_tokens = options.gen_tokens;
     generation.drafts = options.drafts;
     generation.stop_at_eos = false;
-    generation.max_ctx = options.prompt_tokens + options.gen_tokens + 4;
+    generation.max_ctx = context;
     generation.prefill_quantum = options.model.prefill_quantum;
     generation.sampling = sampling;
 
@@ -157,14 +164,17 @@ Command register_bench(CLI::App& parent) {
     CLI::App* app =
         parent.add_subcommand("bench", "Measure prefill and decode speed, expert reads and memory");
     add_model_options(app, options->model);
-    app->add_option("--prompt-tokens", options->prompt_tokens, "Prompt length (default 128)");
-    app->add_option("--gen-tokens", options->gen_tokens, "Tokens to generate (default 32)");
+    // The model's position limit and memory bound their sum (load_model).
+    app->add_option("--prompt-tokens", options->prompt_tokens, "Prompt length (default 128)")
+        ->check(at_least(1));
+    app->add_option("--gen-tokens", options->gen_tokens, "Tokens to generate (default 32)")
+        ->check(at_least(1));
     app->add_option("--drafts", options->drafts, "MTP drafts (default 0)")
         ->check(CLI::IsMember({0, 1, 2}));
     app->add_option("--temperature", options->temperature,
                     "Sampling temperature (default 0: greedy)");
     app->add_option("--top-p", options->top_p, "Nucleus sampling threshold (default 1: off)");
-    app->add_option("--repeat", options->repeat, "Runs (default 3)");
+    app->add_option("--repeat", options->repeat, "Runs (default 3)")->check(at_least(1));
     app->add_option("--seed", options->seed, "Prompt seed");
     app->add_flag("--json", options->json, "JSON report on stdout");
     return {app, [options]() { return run_bench(*options); }};

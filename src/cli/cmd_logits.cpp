@@ -11,6 +11,7 @@
 
 #include "base/error.h"
 #include "cli/commands.h"
+#include "cli/flag_range.h"
 #include "cli/model_options.h"
 #include "engine/model/prefill_quantum.h"
 #include "text/tokenizer/tokenizer.h"
@@ -51,16 +52,23 @@ std::vector<int32_t> parse_token_list(const std::string& list) {
 int run_logits(const LogitsOptions& options) {
     if (options.tokens.empty() == options.text.empty())
         throw_invalid("give exactly one of --tokens and --text");
-    if (options.top < 1) throw_invalid("--top must be at least 1");
-    OpenedModel opened = load_model(options.model);
-    engine::LoadedModel* loaded = opened.loaded.get();
+    // The tokens come before the model loads: their count is the context it must hold.
     std::vector<int32_t> tokens;
-    if (!options.tokens.empty()) {
-        tokens = parse_token_list(options.tokens);
-    } else {
-        tokens = text::Tokenizer::load_directory(opened.store_dir()).encode(options.text, true);
-        if (tokens.empty()) throw_invalid("--text encodes to no tokens");
-    }
+    if (!options.tokens.empty()) tokens = parse_token_list(options.tokens);
+    ModelOptions model_options = options.model;
+    model_options.max_ctx_subject = [&options](int64_t n) {
+        return std::string(options.tokens.empty() ? "--text" : "--tokens") + " (" +
+               std::to_string(n) + " tokens)";
+    };
+    OpenedModel opened = load_model(
+        model_options, [&](const std::string& store_dir, const model_data::qwen4_exp::Config&) {
+            if (tokens.empty()) {
+                tokens = text::Tokenizer::load_directory(store_dir).encode(options.text, true);
+                if (tokens.empty()) throw_invalid("--text encodes to no tokens");
+            }
+            return static_cast<int64_t>(tokens.size());
+        });
+    engine::LoadedModel* loaded = opened.loaded.get();
     engine::SequenceState state = loaded->model().new_sequence(static_cast<int64_t>(tokens.size()));
     engine::ForwardOptions forward;
     forward.all_logits = true;
@@ -107,7 +115,8 @@ Command register_logits(CLI::App& parent) {
     add_model_options(app, options->model);
     app->add_option("--tokens", options->tokens, "Comma-separated token ids");
     app->add_option("--text", options->text, "Text to tokenize (special tokens parsed)");
-    app->add_option("--top", options->top, "Top entries per position (default 5)");
+    app->add_option("--top", options->top, "Top entries per position (default 5)")
+        ->check(at_least(1));
     app->add_flag("--full", options->full, "Every logit of every position");
     app->add_flag("--json", options->json, "JSON output (the only format)");
     return {app, [options]() { return run_logits(*options); }};

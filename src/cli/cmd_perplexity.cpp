@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "base/file.h"
 #include "cli/commands.h"
+#include "cli/flag_range.h"
 #include "cli/model_options.h"
 #include "engine/model/prefill_quantum.h"
 #include "text/tokenizer/tokenizer.h"
@@ -25,15 +26,15 @@ struct PerplexityOptions {
 };
 
 int run_perplexity(const PerplexityOptions& options) {
-    if (options.ctx < 2) throw_invalid("--ctx must be at least 2");
     const std::string text = read_text_file(options.file);
     ModelOptions model_options = options.model;
     model_options.max_ctx = options.ctx;
     model_options.max_rows = 1;
+    model_options.max_ctx_subject = [](int64_t n) { return "--ctx " + std::to_string(n); };
     OpenedModel opened = load_model(model_options);
     engine::LoadedModel* loaded = opened.loaded.get();
     const std::vector<int32_t> tokens =
-        text::Tokenizer::load_directory(opened.store_dir()).encode(text, false);
+        text::Tokenizer::load_directory(loaded->store_dir()).encode(text, false);
     if (tokens.size() < 2) throw_invalid(options.file + ": fewer than 2 tokens");
     const int64_t vocab = loaded->model().vocab_size();
     // Each window runs in prefill chunks: the scratch is reserved for that many rows.
@@ -84,7 +85,7 @@ Command register_perplexity(CLI::App& parent) {
     CLI::App* app = parent.add_subcommand("perplexity", "Teacher-forced perplexity of a text file");
     add_model_options(app, options->model);
     app->add_option("file", options->file, "Text file")->required();
-    app->add_option("--ctx", options->ctx, "Tokens per window (default 512)");
+    app->add_option("--ctx", options->ctx, "Tokens per window (default 512)")->check(at_least(2));
     app->add_flag("--json", options->json, "One JSON object on stdout");
     return {app, [options]() { return run_perplexity(*options); }};
 }

@@ -6,11 +6,15 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "base/error.h"
 #include "cli/commands.h"
+#include "cli/flag_range.h"
 #include "cli/model_options.h"
+#include "engine/generate/context_budget.h"
 #include "engine/generate/generator.h"
+#include "engine/generate/sampler.h"
 #include "text/chat_message.h"
 #include "text/chat_template.h"
 #include "text/tokenizer/streaming_detokenizer.h"
@@ -70,15 +74,33 @@ void print_timings(const engine::GenerationStats& s, double load_seconds, bool f
 }
 
 int run_generate(const RunOptions& options) {
-    if (options.repeat < 1) throw_invalid("--repeat must be at least 1");
+    // Everything that needs no model is checked before it loads.
+    engine::validate_sampling_options(options.sampling);
     ModelOptions model_options = options.model;
     model_options.max_rows = 1 + options.drafts;
     model_options.drafts = options.drafts;
     model_options.max_ctx = options.max_ctx;
-    OpenedModel opened = load_model(model_options);
+    // The tokenizer and the prompt come from the store before the weights load, so a prompt and
+    // output that cannot fit --max-ctx fail at once.
+    std::optional<text::Tokenizer> tokenizer;
+    std::vector<int32_t> prompt;
+    OpenedModel opened = load_model(
+        model_options, [&](const std::string& store_dir, const model_data::qwen4_exp::Config& c) {
+            tokenizer.emplace(text::Tokenizer::load_directory(store_dir));
+            prompt = prompt_tokens(options, store_dir, *tokenizer);
+            if (prompt.empty()) throw_invalid("the prompt encodes to no tokens");
+            engine::ContextRequest request;
+            request.prompt_tokens = static_cast<int64_t>(prompt.size());
+            request.max_tokens = options.max_tokens;
+            // Drafts need headroom only when they run: greedy decoding and an MTP head.
+            const bool speculates =
+                options.sampling.allows_speculation() && c.mtp_num_hidden_layers > 0;
+            request.drafts = speculates ? options.drafts : 0;
+            request.max_ctx = options.max_ctx;
+            engine::check_context_budget(request);
+            return options.max_ctx;
+        });
     engine::LoadedModel* loaded = opened.loaded.get();
-    const text::Tokenizer tokenizer = text::Tokenizer::load_directory(opened.store_dir());
-    const std::vector<int32_t> prompt = prompt_tokens(options, opened.store_dir(), tokenizer);
 
     engine::GenerationOptions generation;
     generation.max_tokens = options.max_tokens;
@@ -89,12 +111,7 @@ int run_generate(const RunOptions& options) {
     generation.prefill_quantum = options.model.prefill_quantum;
     for (int64_t id : loaded->weights().config.eos_token_ids)
         generation.eos_ids.push_back(static_cast<int32_t>(id));
-    if (auto eos = tokenizer.eos_token_id()) generation.eos_ids.push_back(*eos);
-    if (static_cast<int64_t>(prompt.size()) >= options.max_ctx) {
-        throw_invalid("the prompt has " + std::to_string(prompt.size()) +
-                      " tokens, more than --max-ctx " + std::to_string(options.max_ctx) +
-                      " allows");
-    }
+    if (auto eos = tokenizer->eos_token_id()) generation.eos_ids.push_back(*eos);
 
     std::ofstream trace;
     if (!options.trace_routing.empty()) {
@@ -105,8 +122,8 @@ int run_generate(const RunOptions& options) {
     }
     for (int i = 0; i < options.repeat; ++i) {
         engine::Generator generator(loaded->model(), generation);
-        text::StreamingDetokenizer detokenizer(tokenizer, true);
-        const auto tokenizer_vocab = static_cast<int32_t>(tokenizer.vocab_size());
+        text::StreamingDetokenizer detokenizer(*tokenizer, true);
+        const auto tokenizer_vocab = static_cast<int32_t>(tokenizer->vocab_size());
         engine::GenerationStats stats = generator.generate(prompt, [&](int32_t token) {
             // Models pad their vocabulary past the tokenizer's; such ids have no text.
             if (token < tokenizer_vocab) std::cout << detokenizer.push(token) << std::flush;
@@ -134,13 +151,14 @@ Command register_run(CLI::App& parent) {
     app->add_option("prompt", options->prompt, "The user message (or raw text with --raw)")
         ->required();
     app->add_option("--max-tokens", options->max_tokens, "Tokens to generate (default 256)")
-        ->check(CLI::NonNegativeNumber);
+        ->check(at_least(0));
     app->add_option("--drafts", options->drafts,
                     "MTP drafts per step: 0, 1 or 2 (default 2, adaptive)")
         ->check(CLI::IsMember({0, 1, 2}));
     app->add_option("--temperature", options->sampling.temperature,
                     "Sampling temperature (default 0: greedy)");
-    app->add_option("--top-k", options->sampling.top_k, "Keep the K most likely tokens (0: off)");
+    app->add_option("--top-k", options->sampling.top_k, "Keep the K most likely tokens (0: off)")
+        ->check(at_least(0));
     app->add_option("--top-p", options->sampling.top_p, "Nucleus sampling mass (1: off)");
     app->add_option("--presence-penalty", options->sampling.presence_penalty,
                     "Penalty per seen token");
@@ -151,12 +169,14 @@ Command register_run(CLI::App& parent) {
     app->add_option("--seed", options->sampling.seed, "Sampling seed (default 0)");
     app->add_flag("--no-eos", options->no_eos, "Do not stop at EOS");
     app->add_option("--repeat", options->repeat,
-                    "Generate N times with the loaded weights (fresh state)");
+                    "Generate N times with the loaded weights (fresh state)")
+        ->check(at_least(1));
     app->add_flag("--raw", options->raw, "Use the prompt as raw text, without the chat template");
     app->add_option("--trace-routing", options->trace_routing,
                     "Write every step's expert routing to FILE (routing-trace text format)");
-    app->add_option("--max-ctx", options->max_ctx, "Context limit in tokens (default 4096)")
-        ->check(CLI::PositiveNumber);
+    app->add_option("--max-ctx", options->max_ctx,
+                    "Context limit in tokens: prompt + output + draft headroom (default 4096)")
+        ->check(at_least(1));
     return {app, [options]() { return run_generate(*options); }};
 }
 

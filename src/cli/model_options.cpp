@@ -2,7 +2,10 @@
 
 #include <filesystem>
 
+#include "base/file.h"
+#include "cli/flag_range.h"
 #include "cli/progress_display.h"
+#include "engine/generate/context_budget.h"
 #include "store/index/model_store_update.h"
 
 namespace cherenkov::cli {
@@ -17,7 +20,7 @@ void add_model_options(CLI::App* app, ModelOptions& options) {
                     "Routed expert precision: 4, 3 or 2 bits (default 4)")
         ->check(CLI::IsMember({4, 3, 2}));
     app->add_option("--threads", options.threads, "CPU threads (default: every online CPU)")
-        ->check(CLI::NonNegativeNumber);
+        ->check(at_least(0));
     app->add_option(
            "--miss-experts", options.miss_experts,
            "Precision of unpredicted expert misses (mixed mode with Q4 residents): 4, 3 or 2")
@@ -34,7 +37,7 @@ void add_model_options(CLI::App* app, ModelOptions& options) {
                     "becomes timing-dependent)");
     app->add_option("--io-threads", options.io_threads,
                     "Expert reads in flight (default: half the CPUs, 4 to 8)")
-        ->check(CLI::PositiveNumber);
+        ->check(at_least(1));
     app->add_option("--backend", options.backend,
                     "Where the model runs: cpu, cuda, or auto (default: cuda when a device is "
                     "present)")
@@ -51,15 +54,29 @@ void add_model_options(CLI::App* app, ModelOptions& options) {
     app->add_flag("!--no-build-missing-store", options.build_missing_store,
                   "Fail instead of building a missing low-bit expert table at load "
                   "(server: build_missing_store = false)");
-    // Range-checked in load_model (engine::validate_load_options), so every caller of the
-    // engine gets the same message naming the flag.
+    // Range-checked at parsing (a usage error) and again by the engine
+    // (engine::validate_load_options), so every caller of the engine gets a message naming it.
     app->add_option("--prefill-quantum", options.prefill_quantum,
                     "Most prompt tokens per prefill call, 1-65536 (default 256); memory for "
                     "that chunk's scratch is kept outside the expert pool, and chunks shrink "
-                    "when the device cannot hold it");
+                    "when the device cannot hold it")
+        ->check(in_range(1, engine::kMaxPrefillQuantum));
 }
 
-OpenedModel load_model(const ModelOptions& options) {
+namespace {
+
+// The store's parsed config.json, or nullopt when it has none (then LoadedModel::load reports
+// what the directory is instead).
+std::optional<model_data::qwen4_exp::Config> read_store_config(const std::string& store_dir) {
+    const std::string path = store_dir + "/config.json";
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
+    return model_data::qwen4_exp::parse_config(read_text_file(path), path);
+}
+
+}  // namespace
+
+OpenedModel load_model(const ModelOptions& options, const BeforeLoad& before_load) {
     engine::LoadOptions load;
     load.expert_bits = options.experts;
     load.threads = options.threads;
@@ -89,7 +106,21 @@ OpenedModel load_model(const ModelOptions& options) {
     if (load.build_missing_store) store::complete_resolved_store(opened.resolved, {}, load.index);
     load.store_dir = opened.resolved.store_dir;
     load.resolved = &opened.resolved;
+    const std::optional<model_data::qwen4_exp::Config> config = read_store_config(load.store_dir);
+    if (config) {
+        if (before_load) load.max_ctx = before_load(load.store_dir, *config);
+        const std::string subject = options.max_ctx_subject
+                                        ? options.max_ctx_subject(load.max_ctx)
+                                        : "--max-ctx " + std::to_string(load.max_ctx);
+        // The device keeps one more row of snapshots than a step verifies (cuda_model.cu).
+        engine::check_context_capacity(*config, load.max_ctx,
+                                       load.draft_head ? config->mtp_num_hidden_layers : 0,
+                                       options.max_rows + 1, engine::available_memory_bytes(),
+                                       subject, load.store_dir + "/config.json");
+    }
     opened.loaded = engine::LoadedModel::load(load);
+    // Only without config.json, where load() has failed already in practice.
+    if (!config && before_load) before_load(opened.store_dir(), opened.loaded->weights().config);
     return opened;
 }
 

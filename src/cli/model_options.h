@@ -3,11 +3,13 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "engine/model/prefill_quantum.h"
 #include "engine/runtime/loaded_model.h"
+#include "model_data/qwen4_exp/config.h"
 #include "store/index/resolve_model.h"
 
 namespace cherenkov::cli {
@@ -28,6 +30,8 @@ struct ModelOptions {
     std::string host_pool_gb;  // cuda: the host cache behind the device pool ("" = staging)
     bool buffered_io = false;
     int64_t max_ctx = 4096;  // set by the command: the longest context it will run
+    // set by the command: how messages name a context of N tokens (null: "--max-ctx N")
+    std::function<std::string(int64_t)> max_ctx_subject;
     // --prefill-quantum: the most prompt tokens per forward call and the scratch kept for them
     // (default and why: engine/model/prefill_quantum.h).
     int64_t prefill_quantum = engine::kDefaultPrefillQuantum;
@@ -46,7 +50,17 @@ struct OpenedModel {
     const std::string& store_dir() const { return resolved.store_dir; }
 };
 
-OpenedModel load_model(const ModelOptions& options);
+// What a command checks once MODEL resolves but before the model loads (seed: prompt, output
+// and draft headroom against --max-ctx before loading), given the store and its parsed
+// config.json. Returns the context the command will run: options.max_ctx, or a length it only
+// learns from the store (the tokens of a text).
+using BeforeLoad = std::function<int64_t(const std::string& store_dir,
+                                         const model_data::qwen4_exp::Config& config)>;
+
+// Resolves MODEL, runs `before_load`, checks that the context can be had
+// (engine::check_context_capacity: the model's position limit and the memory of one sequence
+// state), then loads the model with that context.
+OpenedModel load_model(const ModelOptions& options, const BeforeLoad& before_load = {});
 
 // The directory holding a model's tokenizer and template files: `model` itself when it holds
 // one of them (tokenizer.json, tokenizer_config.json, vocab.json, chat_template.jinja), else the
