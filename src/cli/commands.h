@@ -26,6 +26,7 @@ Command register_perplexity(CLI::App& parent);
 Command register_bench(CLI::App& parent);
 Command register_paths(CLI::App& parent);
 Command register_download(CLI::App& parent);
+Command register_serve(CLI::App& parent);
 // Commands with subcommands return one Command per leaf.
 std::vector<Command> register_store_commands(CLI::App& parent);
 std::vector<Command> register_model_commands(CLI::App& parent);

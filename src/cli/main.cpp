@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
         cherenkov::cli::register_prompt(app),   cherenkov::cli::register_run(app),
         cherenkov::cli::register_logits(app),   cherenkov::cli::register_perplexity(app),
         cherenkov::cli::register_bench(app),    cherenkov::cli::register_paths(app),
-        cherenkov::cli::register_download(app),
+        cherenkov::cli::register_download(app), cherenkov::cli::register_serve(app),
     };
     for (auto& command : cherenkov::cli::register_model_commands(app)) commands.push_back(command);
     for (auto& command : cherenkov::cli::register_store_commands(app)) commands.push_back(command);

@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Server overhead, time to first token and interleaving throughput of `cherenkov serve`.
+
+    bench/serve_bench.py MODEL [--binary build/cherenkov] [--prompt-tokens 128]
+                         [--gen-tokens 128] [--rounds 3] [-- ENGINE FLAGS...]
+
+For the same model and engine flags (after `--`, e.g. `--backend cuda --pool-gb max`) it runs:
+1. `cherenkov bench MODEL --prompt-tokens P --gen-tokens G --drafts 0 --json`: the engine's
+   decode rate with no server around it (best of its repeats);
+2. `cherenkov serve MODEL --no-eos --drafts 0` and one streaming completion of a random prompt
+   of P token ids with max_tokens G, per round: the decode rate the client sees (tokens after
+   the first over the time from the first to the last token) and the server's own (its timings),
+   and the time to first token;
+3. two such requests at once: the aggregate rate (all tokens over the wall time) and each
+   request's rate.
+
+Prints a table and one JSON line. Standard library only. Drafts are off in both, so the ratio
+measures the server, not speculation.
+"""
+import argparse
+import json
+import random
+import re
+import selectors
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def start_server(binary, model, flags):
+    proc = subprocess.Popen([binary, "serve", model, "--port", "0", "--no-eos", "--drafts", "0", *flags],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            sys.exit("serve exited before it was ready")
+        if sel.select(timeout=0.5):
+            match = re.search(r"at (http://\S+)/v1", proc.stdout.readline())
+            if match:
+                return proc, match.group(1)
+    proc.kill()
+    sys.exit("serve was not ready within 600 s")
+
+
+def stream_once(url, prompt, gen_tokens):
+    """(time to first token, client decode tok/s, server decode tok/s, tokens, start, end)."""
+    body = json.dumps({"prompt": prompt, "max_tokens": gen_tokens, "stream": True,
+                       "stream_options": {"include_usage": True}}).encode()
+    req = urllib.request.Request(url + "/v1/completions", data=body, method="POST",
+                                 headers={"Content-Type": "application/json"})
+    start = time.monotonic()
+    first = last = None
+    timings = usage = None
+    with urllib.request.urlopen(req, timeout=3600) as resp:
+        for raw in resp:
+            line = raw.decode()
+            if not line.startswith("data: ") or line.startswith("data: [DONE]"):
+                continue
+            event = json.loads(line[6:])
+            now = time.monotonic()
+            if event.get("choices") and event["choices"][0].get("text"):
+                first = first or now
+                last = now
+            if "timings" in event:
+                timings = event["timings"]
+            if event.get("usage"):
+                usage = event["usage"]
+    tokens = usage["completion_tokens"]
+    client_rate = (tokens - 1) / (last - first) if last and first and last > first else 0.0
+    server_rate = (tokens - 1) / timings["decode_seconds"] if timings["decode_seconds"] > 0 else 0.0
+    return first - start, client_rate, server_rate, tokens, start, time.monotonic()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model")
+    parser.add_argument("--binary", default=str(REPO / "build" / "cherenkov"))
+    parser.add_argument("--prompt-tokens", type=int, default=128)
+    parser.add_argument("--gen-tokens", type=int, default=128)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("flags", nargs=argparse.REMAINDER, help="engine flags after --")
+    args = parser.parse_args()
+    flags = [f for f in args.flags if f != "--"]
+
+    bench = subprocess.run([args.binary, "bench", args.model, "--prompt-tokens", str(args.prompt_tokens),
+                            "--gen-tokens", str(args.gen_tokens), "--drafts", "0", "--repeat", str(args.rounds),
+                            "--json", *flags], capture_output=True, text=True, check=True)
+    report = json.loads(bench.stdout)
+    engine_rate = report["best_decode_tokens_per_second"]
+
+    proc, url = start_server(args.binary, args.model, flags)
+    try:
+        with urllib.request.urlopen(url + "/v1/models") as resp:
+            json.load(resp)
+        # Ids below 256 exist in every byte-level vocabulary; the text does not matter here.
+        vocab = 256
+        rng = random.Random(1)
+        solo = []
+        for _ in range(args.rounds):
+            prompt = [rng.randrange(vocab) for _ in range(args.prompt_tokens)]
+            solo.append(stream_once(url, prompt, args.gen_tokens))
+        pair = []
+        for _ in range(args.rounds):
+            results = [None, None]
+
+            def run(i):
+                prompt = [rng.randrange(vocab) for _ in range(args.prompt_tokens)]
+                results[i] = stream_once(url, prompt, args.gen_tokens)
+            threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            wall = max(r[5] for r in results) - min(r[4] for r in results)
+            pair.append((sum(r[3] for r in results) / wall, [r[1] for r in results]))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+
+    best_client = max(s[1] for s in solo)
+    best_server = max(s[2] for s in solo)
+    ttft = sorted(s[0] for s in solo)[len(solo) // 2]
+    best_pair = max(p[0] for p in pair)
+    print(f"engine (cherenkov bench, best of {args.rounds}): {engine_rate:.1f} tok/s decode")
+    print(f"one stream, client-side decode (best): {best_client:.1f} tok/s "
+          f"({100 * (1 - best_client / engine_rate):+.1f}% overhead vs bench)")
+    print(f"one stream, server timings (best): {best_server:.1f} tok/s")
+    print(f"time to first token (median, {args.prompt_tokens}-token prompt): {1000 * ttft:.1f} ms")
+    print(f"two interleaved streams: {best_pair:.1f} tok/s aggregate (best); "
+          f"per stream {', '.join(f'{r:.1f}' for r in pair[0][1])}")
+    print(json.dumps({"engine_decode_tps": engine_rate, "serve_client_decode_tps": best_client,
+                      "serve_server_decode_tps": best_server, "overhead": 1 - best_client / engine_rate,
+                      "ttft_seconds": ttft, "interleaved_aggregate_tps": best_pair,
+                      "prompt_tokens": args.prompt_tokens, "gen_tokens": args.gen_tokens, "flags": flags}))
+
+
+if __name__ == "__main__":
+    main()

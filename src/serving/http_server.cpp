@@ -1,0 +1,407 @@
+#include "serving/http_server.h"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "engine/generate/context_budget.h"
+#include "serving/completion_format.h"
+#include "serving/completion_request.h"
+#include "serving/prompt.h"
+
+namespace cherenkov::serving {
+namespace {
+
+using Json = nlohmann::json;
+
+void send_json(httplib::Response& res, int status, const Json& body) {
+    res.status = status;
+    res.set_content(body.dump(-1, ' ', false, Json::error_handler_t::replace), "application/json");
+}
+
+void send_error(httplib::Response& res, const ApiError& error) {
+    send_json(res, error.status(), error.body());
+}
+
+// The error body for a status httplib set itself (unknown route, body too large, ...).
+ApiError status_error(int status) {
+    switch (status) {
+        case 404: return ApiError(404, "unknown route", "not_found_error");
+        case 405: return ApiError(405, "method not allowed", "invalid_request_error");
+        case 411:
+            return ApiError(411,
+                            "the request needs a Content-Length header (chunked bodies are "
+                            "not supported)",
+                            "invalid_request_error");
+        case 413: return ApiError(413, "the request body is too large", "invalid_request_error");
+        case 414: return ApiError(414, "the request URI is too long", "invalid_request_error");
+        default:
+            if (status >= 500) return ApiError(status, "internal server error", "server_error");
+            return ApiError(status, "bad request", "invalid_request_error");
+    }
+}
+
+int64_t unix_seconds() {
+    return std::chrono::duration_cast<std::chrono::seconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+}  // namespace
+
+struct HttpServer::Impl {
+    HttpOptions options;
+    httplib::Server server;
+    std::thread listener;
+    int bound_port = 0;
+
+    std::atomic<bool> ready{false};
+    std::optional<ServedModel> served;  // set once before `ready`
+    std::unique_ptr<Worker> worker;
+    std::atomic<bool> stopped{false};
+
+    mutable std::mutex registry_mutex;
+    std::map<std::string, std::shared_ptr<RequestChannel>> registry;
+    std::mt19937_64 id_rng{std::random_device{}()};
+
+    explicit Impl(HttpOptions o) : options(std::move(o)) {}
+
+    // Registers `wanted` (or a new id when empty); throws ApiError 409 for a registered one.
+    std::shared_ptr<RequestChannel> register_request(const std::string& wanted) {
+        std::lock_guard lock(registry_mutex);
+        std::string id = wanted;
+        if (id.empty()) {
+            do {
+                char buf[32];
+                std::snprintf(buf, sizeof buf, "req-%016llx",
+                              static_cast<unsigned long long>(id_rng()));
+                id = buf;
+            } while (registry.count(id) != 0);
+        } else if (registry.count(id) != 0) {
+            throw ApiError(409, "request_id '" + id + "' is already in use by a registered request",
+                           "invalid_request_error", "request_id", "duplicate_request_id");
+        }
+        auto channel = std::make_shared<RequestChannel>(id);
+        registry.emplace(id, channel);
+        return channel;
+    }
+
+    // Releases `channel`'s id, unless a newer request registered that id since.
+    void unregister(const std::shared_ptr<RequestChannel>& channel) {
+        std::lock_guard lock(registry_mutex);
+        const auto it = registry.find(channel->id());
+        if (it != registry.end() && it->second == channel) registry.erase(it);
+    }
+
+    std::unique_ptr<Job> build_job(const CompletionRequest& request,
+                                   std::shared_ptr<RequestChannel> channel) {
+        auto job = std::make_unique<Job>();
+        job->channel = std::move(channel);
+        job->prompt = prompt_tokens(request, *served);
+        job->stream = request.stream;
+        engine::GenerationOptions& g = job->generation;
+        g.sampling = request.sampling.over(served->sampling);
+        try {
+            engine::validate_sampling_options(g.sampling);
+        } catch (const Error& e) {
+            throw ApiError(400, e.what(), "invalid_request_error");
+        }
+        g.drafts = served->drafts;
+        const bool speculate =
+            g.drafts > 0 && served->model->has_mtp() && g.sampling.allows_speculation();
+        // Prompt + output + draft headroom must fit the server's context (seed "Sessions":
+        // context_tokens limits prompt, output and speculative headroom).
+        engine::ContextRequest context;
+        context.prompt_tokens = static_cast<int64_t>(job->prompt.size());
+        context.drafts = speculate ? g.drafts : 0;
+        context.max_ctx = options.max_ctx;
+        context.max_tokens =
+            request.max_tokens.value_or(options.max_ctx - context.prompt_tokens - context.drafts);
+        try {
+            engine::check_context_budget(context, {.max_tokens = "max_tokens",
+                                                   .drafts = "--drafts",
+                                                   .max_ctx = "the server's context (--max-ctx)"});
+        } catch (const Error& e) {
+            throw ApiError(400, e.what(), "invalid_request_error",
+                           request.max_tokens ? "max_tokens" : "", "context_length_exceeded");
+        }
+        const int64_t max_tokens = context.max_tokens;
+        g.max_tokens = max_tokens;
+        g.max_ctx = engine::needed_context(context);
+        g.stop_at_eos = served->stop_at_eos;  // the EOS policy is the server's
+        g.eos_ids = served->eos_ids;
+        g.prefill_quantum = served->prefill_quantum;
+        g.token_logits = request.logprobs;
+        const std::vector<text::ToolSpec>* tools =
+            request.endpoint == Endpoint::Chat && request.tools.calls_enabled()
+                ? &request.tools.tools
+                : nullptr;
+        job->text = std::make_unique<ResponseText>(served->tokenizer, request.stop, tools,
+                                                   request.logprobs, request.top_logprobs,
+                                                   std::hash<std::string>{}(job->channel->id()));
+        return job;
+    }
+
+    void handle_completion(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
+        if (!ready.load(std::memory_order_acquire)) {
+            send_error(res, ApiError(503, "the model is loading", "server_error", "", "loading"));
+            return;
+        }
+        std::shared_ptr<RequestChannel> channel;
+        try {
+            const CompletionRequest request = parse_completion_request(req.body, endpoint);
+            channel = register_request(request.request_id);
+            res.set_header("X-Request-ID", channel->id());
+            channel->set_on_cancel([this] {
+                if (worker) worker->poke();
+            });
+            ResponseContext context;
+            context.endpoint = endpoint;
+            context.id = (endpoint == Endpoint::Chat ? "chatcmpl-" : "cmpl-") + channel->id();
+            context.model = request.model.empty() ? served->names.front() : request.model;
+            context.created = unix_seconds();
+            context.tokenizer = &served->tokenizer;
+            context.logprobs = request.logprobs;
+            context.include_usage = request.include_usage;
+            worker->submit(build_job(request, channel));
+            std::optional<ApiError> rejection;
+            if (channel->wait_admission(&rejection) == Admission::Rejected) {
+                unregister(channel);
+                send_error(res, *rejection);
+                return;
+            }
+            if (request.stream) {
+                stream(res, std::move(channel), context);
+                return;
+            }
+            for (;;) {
+                std::optional<Frame> frame = channel->next_frame(std::chrono::milliseconds(500));
+                if (!frame || !frame->final) continue;
+                unregister(channel);
+                if (frame->error) {
+                    send_error(res, *frame->error);
+                } else {
+                    send_json(res, 200, full_response(context, *frame));
+                }
+                return;
+            }
+        } catch (const ApiError& e) {
+            if (channel) unregister(channel);
+            send_error(res, e);
+        } catch (const std::exception& e) {
+            if (channel) unregister(channel);
+            log_error("serve", std::string("request failed: ") + e.what());
+            send_error(res, ApiError(500, e.what(), "server_error"));
+        }
+    }
+
+    // Server-sent events: a chunk per frame, the closing chunks, then [DONE]. A failed write (the
+    // client went away, or stayed blocked past the write timeout) cancels the request.
+    void stream(httplib::Response& res, std::shared_ptr<RequestChannel> channel,
+                ResponseContext context) {
+        res.set_header("Cache-Control", "no-cache");
+        struct State {
+            Impl* server;
+            std::shared_ptr<RequestChannel> channel;
+            ResponseContext context;
+            bool opened = false;
+        };
+        auto state = std::make_shared<State>(State{this, std::move(channel), std::move(context)});
+        res.set_chunked_content_provider(
+            "text/event-stream",
+            [state](size_t /*offset*/, httplib::DataSink& sink) {
+                const auto write = [&](const std::string& text) {
+                    if (sink.write(text.data(), text.size())) return true;
+                    state->channel->cancel();
+                    return false;
+                };
+                if (!state->opened) {
+                    state->opened = true;
+                    if (state->context.endpoint == Endpoint::Chat &&
+                        !write(sse_event(opening_chunk(state->context)))) {
+                        return false;
+                    }
+                }
+                std::optional<Frame> frame =
+                    state->channel->next_frame(std::chrono::milliseconds(250));
+                if (!frame) return true;
+                if (!frame->final)
+                    return write(sse_event(delta_chunk(state->context, frame->delta)));
+                // The id is free once the client can see the end (the releaser repeats this).
+                state->server->unregister(state->channel);
+                if (frame->error) {
+                    if (!write(sse_event(frame->error->body()))) return false;
+                } else {
+                    for (const Json& chunk : closing_chunks(state->context, *frame)) {
+                        if (!write(sse_event(chunk))) return false;
+                    }
+                }
+                if (!write("data: [DONE]\n\n")) return false;
+                sink.done();
+                return true;
+            },
+            [this, state](bool /*success*/) {
+                // Also after a failed write: the worker ends the request as cancelled.
+                state->channel->cancel();
+                unregister(state->channel);
+            });
+    }
+
+    void handle_cancel(const httplib::Request& req, httplib::Response& res) {
+        const std::string id = req.matches[1];
+        std::shared_ptr<RequestChannel> channel;
+        {
+            std::lock_guard lock(registry_mutex);
+            if (const auto it = registry.find(id); it != registry.end()) channel = it->second;
+        }
+        if (!channel) {
+            send_error(res, ApiError(404, "no registered request has id '" + id + "'",
+                                     "not_found_error", "request_id", "request_not_found"));
+            return;
+        }
+        channel->cancel();
+        send_json(res, 200, {{"id", id}, {"object", "request.cancel"}, {"cancelled", true}});
+    }
+
+    Json model_entry(const std::string& id) const {
+        return {{"id", id}, {"object", "model"}, {"created", 0}, {"owned_by", "cherenkov"}};
+    }
+
+    void routes() {
+        server.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
+            // Bodies must come with their length: chunked uploads are refused before any read.
+            if ((req.method == "POST" || req.method == "PUT" || req.method == "PATCH") &&
+                !req.has_header("Content-Length")) {
+                send_error(res, status_error(411));
+                return httplib::Server::HandlerResponse::Handled;
+            }
+            return httplib::Server::HandlerResponse::Unhandled;
+        });
+        server.set_error_handler([](const httplib::Request& /*req*/, httplib::Response& res) {
+            if (res.body.empty()) send_error(res, status_error(res.status));
+        });
+        server.set_exception_handler(
+            [](const httplib::Request& /*req*/, httplib::Response& res, std::exception_ptr ep) {
+                std::string what = "internal error";
+                try {
+                    if (ep) std::rethrow_exception(ep);
+                } catch (const std::exception& e) {
+                    what = e.what();
+                } catch (...) {
+                }
+                send_error(res, ApiError(500, what, "server_error"));
+            });
+        server.Post("/v1/chat/completions",
+                    [this](const httplib::Request& req, httplib::Response& res) {
+                        handle_completion(req, res, Endpoint::Chat);
+                    });
+        server.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+            handle_completion(req, res, Endpoint::Completion);
+        });
+        server.Post(R"(/v1/requests/([^/]+)/cancel)",
+                    [this](const httplib::Request& req, httplib::Response& res) {
+                        handle_cancel(req, res);
+                    });
+        server.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+            Json data = Json::array();
+            if (ready.load(std::memory_order_acquire)) {
+                for (const std::string& name : served->names) data.push_back(model_entry(name));
+            } else {
+                data.push_back(model_entry("cherenkov"));
+            }
+            send_json(res, 200, {{"object", "list"}, {"data", data}});
+        });
+        server.Get(R"(/v1/models/([^/]+))", [this](const httplib::Request& req,
+                                                   httplib::Response& res) {
+            const std::string id = req.matches[1];
+            const bool known =
+                id == "cherenkov" ||
+                (ready.load(std::memory_order_acquire) &&
+                 std::find(served->names.begin(), served->names.end(), id) != served->names.end());
+            if (!known) {
+                send_error(res, ApiError(404, "the model '" + id + "' does not exist",
+                                         "invalid_request_error", "model", "model_not_found"));
+                return;
+            }
+            send_json(res, 200, model_entry(id));
+        });
+        server.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+            if (ready.load(std::memory_order_acquire)) {
+                send_json(res, 200, {{"status", "ok"}});
+            } else {
+                send_json(res, 503, {{"status", "loading"}});
+            }
+        });
+    }
+};
+
+HttpServer::HttpServer(HttpOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+
+HttpServer::~HttpServer() {
+    stop();
+}
+
+void HttpServer::start() {
+    Impl& s = *impl_;
+    s.routes();
+    s.server.set_payload_max_length(s.options.max_body_bytes);
+    s.server.set_write_timeout(s.options.write_timeout);
+    s.server.set_read_timeout(std::chrono::seconds(30));
+    // Each streaming response holds a thread for its duration.
+    s.server.new_task_queue = [] { return new httplib::ThreadPool(64); };
+    if (s.options.port == 0) {
+        s.bound_port = s.server.bind_to_any_port(s.options.host);
+        if (s.bound_port <= 0) throw_io("cannot listen on " + s.options.host + " (any port)");
+    } else {
+        if (!s.server.bind_to_port(s.options.host, s.options.port)) {
+            throw_io("cannot listen on " + s.options.host + ":" + std::to_string(s.options.port) +
+                     " (in use, or not an address of this machine)");
+        }
+        s.bound_port = s.options.port;
+    }
+    s.listener = std::thread([&s] { s.server.listen_after_bind(); });
+}
+
+int HttpServer::port() const {
+    return impl_->bound_port;
+}
+
+void HttpServer::set_ready(ServedModel model, WorkerOptions worker) {
+    Impl& s = *impl_;
+    s.served.emplace(std::move(model));
+    s.worker = std::make_unique<Worker>(*s.served->model, std::move(worker));
+    s.ready.store(true, std::memory_order_release);
+}
+
+void HttpServer::stop() {
+    Impl& s = *impl_;
+    if (s.stopped.exchange(true)) return;
+    // The worker ends every request (final frames); the writers then finish their responses.
+    if (s.worker) s.worker->stop();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (registered_requests() > 0 && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    s.server.stop();
+    if (s.listener.joinable()) s.listener.join();
+    s.ready.store(false, std::memory_order_release);
+    s.worker.reset();
+}
+
+WorkerCounters HttpServer::counters() const {
+    return impl_->worker ? impl_->worker->counters() : WorkerCounters{};
+}
+
+size_t HttpServer::registered_requests() const {
+    std::lock_guard lock(impl_->registry_mutex);
+    return impl_->registry.size();
+}
+
+}  // namespace cherenkov::serving

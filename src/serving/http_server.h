@@ -1,0 +1,60 @@
+// The HTTP front of `cherenkov serve` (seed "HTTP server"; docs/serving.md): OpenAI's completion
+// endpoints with JSON and server-sent events, the model list, health, and request cancellation.
+// It listens before the model is loaded (health says "loading"), so a client can wait for it.
+// Every error is OpenAI's JSON error object; nothing a client sends stops it serving others.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "serving/served_model.h"
+#include "serving/worker.h"
+
+namespace cherenkov::serving {
+
+struct HttpOptions {
+    std::string host = "127.0.0.1";
+    int port = 8080;  // 0: any free port (port() tells which)
+    // Largest request body; larger ones get 413.
+    size_t max_body_bytes = 8 * 1024 * 1024;
+    // Seconds a response write may block before the client counts as gone.
+    std::chrono::seconds write_timeout{30};
+    // Most tokens of prompt, output and draft headroom one request may take.
+    int64_t max_ctx = 4096;
+};
+
+class HttpServer {
+public:
+    explicit HttpServer(HttpOptions options);
+    ~HttpServer();
+    HttpServer(const HttpServer&) = delete;
+    HttpServer& operator=(const HttpServer&) = delete;
+
+    // Binds and starts serving in background threads; throws Io naming the address when it
+    // cannot bind.
+    void start();
+    int port() const;
+
+    // The model is loaded: completion requests are served from now on, by a worker started
+    // with `worker` options.
+    void set_ready(ServedModel model, WorkerOptions worker);
+
+    // Ends the server: running and queued requests end as cancelled, their responses are
+    // finished, then the listener stops. Idempotent.
+    void stop();
+
+    // The worker's figures (zeros before set_ready).
+    WorkerCounters counters() const;
+
+    // Requests registered (queued, running or still writing their response).
+    size_t registered_requests() const;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cherenkov::serving

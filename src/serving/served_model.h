@@ -1,0 +1,33 @@
+// What the server knows about the model it serves: the backend the worker runs, the text files
+// (tokenizer, chat template), the server-owned generation policy (EOS ids, drafts, sampling
+// defaults) and the names clients may call it by.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/generate/sampler.h"
+#include "engine/model/model_backend.h"
+#include "text/chat_template.h"
+#include "text/tokenizer/tokenizer.h"
+
+namespace cherenkov::serving {
+
+struct ServedModel {
+    ServedModel(engine::ModelBackend& backend, text::Tokenizer text_tokenizer)
+        : model(&backend), tokenizer(std::move(text_tokenizer)) {}
+
+    engine::ModelBackend* model;
+    text::Tokenizer tokenizer;
+    std::optional<text::ChatTemplate> chat_template;  // none: chat completions are refused
+    std::vector<int32_t> eos_ids;                     // generation stops at these
+    bool stop_at_eos = true;                          // --no-eos turns it off (benchmarks)
+    std::vector<std::string> names;                   // "cherenkov" first, then alias and ID
+    int drafts = 2;                                   // --drafts: MTP drafts per step
+    engine::SamplingOptions sampling;                 // defaults for absent request fields
+    int64_t prefill_quantum = 256;
+};
+
+}  // namespace cherenkov::serving

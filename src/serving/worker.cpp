@@ -1,0 +1,278 @@
+#include "serving/worker.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "engine/generate/context_budget.h"
+
+namespace cherenkov::serving {
+namespace {
+
+double seconds_between(std::chrono::steady_clock::time_point a,
+                       std::chrono::steady_clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+}
+
+// The API's finish reason for the generator's stop reason.
+std::string finish_reason(const std::string& stop_reason, bool has_calls) {
+    if (stop_reason == "length" || stop_reason == "context") return "length";
+    // eos, or "stopped": a stop string matched. Both are natural ends.
+    return has_calls ? "tool_calls" : "stop";
+}
+
+}  // namespace
+
+Worker::Worker(engine::ModelBackend& model, WorkerOptions options)
+    : model_(model),
+      options_(std::move(options)),
+      switcher_(model_, options_.max_ctx),
+      chunk_target_(std::min<int64_t>(128, options_.prefill_quantum)) {
+    counters_.prefill_chunk_tokens = chunk_target_;
+    thread_ = std::thread([this] { run(); });
+}
+
+Worker::~Worker() {
+    stop();
+}
+
+void Worker::submit(std::unique_ptr<Job> job) {
+    {
+        std::lock_guard lock(mutex_);
+        if (stopping_) throw ApiError(503, "the server is shutting down", "server_error");
+        // Room for max_active running requests and max_queued waiting ones.
+        const int held = counters_.active + static_cast<int>(waiting_.size());
+        if (held >= options_.max_active + options_.max_queued) {
+            ++counters_.rejected;
+            throw ApiError(503,
+                           "request capacity exhausted: " + std::to_string(counters_.active) +
+                               " requests are running and " + std::to_string(waiting_.size()) +
+                               " waiting; retry later",
+                           "server_error", "", "capacity_exhausted");
+        }
+        Running r;
+        r.job = std::move(job);
+        r.submitted = std::chrono::steady_clock::now();
+        waiting_.push_back(std::move(r));
+    }
+    wake_.notify_all();
+}
+
+void Worker::poke() {
+    wake_.notify_all();
+}
+
+void Worker::stop() {
+    {
+        std::lock_guard lock(mutex_);
+        stopping_ = true;
+    }
+    wake_.notify_all();
+    if (thread_.joinable()) thread_.join();
+}
+
+WorkerCounters Worker::counters() const {
+    std::lock_guard lock(mutex_);
+    return counters_;
+}
+
+void Worker::admit_waiting() {
+    std::vector<std::pair<Running, std::optional<ApiError>>> answered;
+    {
+        std::lock_guard lock(mutex_);
+        while (!waiting_.empty()) {
+            Running& r = waiting_.front();
+            if (stopping_ || r.job->channel->cancelled()) {
+                answered.emplace_back(std::move(r),
+                                      ApiError(499, "the request was cancelled before admission",
+                                               "cancelled", "", "cancelled"));
+                waiting_.pop_front();
+                ++counters_.cancelled;
+                continue;
+            }
+            const uint64_t need =
+                options_.state_bytes ? options_.state_bytes(r.job->generation.max_ctx) : 0;
+            if (options_.state_budget_bytes > 0 && need > options_.state_budget_bytes) {
+                answered.emplace_back(
+                    std::move(r),
+                    ApiError(503,
+                             "the request's context of " +
+                                 std::to_string(r.job->generation.max_ctx) + " tokens needs " +
+                                 engine::byte_size_text(need) +
+                                 " of sequence state, more than the server's budget of " +
+                                 engine::byte_size_text(options_.state_budget_bytes) +
+                                 " (--state-memory-gb); ask for fewer max_tokens",
+                             "server_error", "", "insufficient_memory"));
+                waiting_.pop_front();
+                ++counters_.rejected;
+                continue;
+            }
+            const bool room = static_cast<int>(active_.size()) < options_.max_active &&
+                              (options_.state_budget_bytes == 0 ||
+                               counters_.reserved_bytes + need <= options_.state_budget_bytes);
+            // In order: a request that must wait holds back the ones behind it.
+            if (!room) break;
+            r.reserved = need;
+            counters_.reserved_bytes += need;
+            r.queued_seconds = seconds_between(r.submitted, std::chrono::steady_clock::now());
+            active_.push_back(std::move(r));
+            waiting_.pop_front();
+            active_.back().job->channel->admit();
+        }
+        counters_.active = static_cast<int>(active_.size());
+        counters_.queued = static_cast<int>(waiting_.size());
+    }
+    for (auto& [r, error] : answered) r.job->channel->reject(std::move(*error));
+}
+
+int64_t Worker::prefill_rows() {
+    bool others = active_.size() > 1;
+    if (!others) {
+        std::lock_guard lock(mutex_);
+        others = !waiting_.empty();
+    }
+    return others ? chunk_target_ : 0;
+}
+
+void Worker::finish(Running& r, const std::string& reason, std::optional<ApiError> error) {
+    Frame frame;
+    frame.final = true;
+    if (!error) {
+        r.job->text->finish();
+        frame.delta = r.job->text->take();
+    }
+    frame.error = std::move(error);
+    frame.content = r.job->text->content();
+    frame.calls = r.job->text->calls();
+    frame.logprobs = r.job->text->logprobs();
+    for (const std::string& line : r.job->text->diagnostics()) {
+        log_warn("serve", "request " + r.job->channel->id() + ": tool calls: " + line);
+    }
+    if (frame.error) {
+        frame.finish_reason.clear();
+    } else if (reason == "cancelled") {
+        frame.finish_reason = "cancelled";
+    } else {
+        frame.finish_reason = finish_reason(reason, !frame.calls.empty());
+    }
+    frame.usage.prompt_tokens = static_cast<int64_t>(r.job->prompt.size());
+    frame.timings.queued_seconds = r.queued_seconds;
+    if (r.generator) {
+        const engine::GenerationStats& s = r.generator->stats();
+        frame.usage.completion_tokens = s.generated_tokens;
+        frame.timings.prefill_seconds = s.prefill_seconds;
+        frame.timings.decode_seconds = s.decode_seconds;
+        frame.timings.prefill_chunks = s.prefill_chunks;
+        frame.timings.decode_steps = s.decode_steps;
+        frame.timings.drafts_proposed = s.drafts_proposed[0] + s.drafts_proposed[1];
+        frame.timings.drafts_accepted = s.drafts_accepted[0] + s.drafts_accepted[1];
+        switcher_.release(r.generator->state());
+    }
+    if (current_ == r.job.get()) current_ = nullptr;
+    {
+        // Counted out before the client hears the end, so its next request finds the room.
+        std::lock_guard lock(mutex_);
+        counters_.reserved_bytes -= r.reserved;
+        --counters_.active;
+        if (frame.error) {
+            ++counters_.failed;
+        } else if (reason == "cancelled") {
+            ++counters_.cancelled;
+        } else {
+            ++counters_.completed;
+        }
+    }
+    r.job->channel->push(std::move(frame));
+}
+
+bool Worker::step(Running& r) {
+    Job& job = *r.job;
+    if (job.channel->cancelled()) {
+        finish(r, "cancelled");
+        return false;
+    }
+    try {
+        // The request that held the caches parks them, unless it is this one.
+        if (current_ != &job) {
+            for (Running& other : active_) {
+                if (other.job.get() == current_ && other.generator) {
+                    switcher_.park(other.generator->state(), other.parked);
+                    std::lock_guard lock(mutex_);
+                    ++counters_.switches;
+                }
+            }
+            current_ = &job;
+        }
+        if (!r.generator) {
+            r.generator = std::make_unique<engine::Generator>(model_, job.generation);
+            r.generator->start(job.prompt, switcher_.new_state(job.generation.max_ctx));
+        }
+        switcher_.activate(r.generator->state(), r.parked);
+
+        const bool prefill = r.generator->prompt_remaining() > 0;
+        const int64_t rows = prefill ? prefill_rows() : 0;
+        const int64_t remaining = r.generator->prompt_remaining();
+        const auto started = std::chrono::steady_clock::now();
+        const bool more = r.generator->step(
+            [&](const engine::EmittedToken& token) { return job.text->push(token); }, rows);
+        const double seconds = seconds_between(started, std::chrono::steady_clock::now());
+        // Pacing: a full paced chunk (not a short tail) tells how many rows fit the target.
+        if (prefill && rows > 0 && remaining > rows && options_.prefill_chunk_seconds > 0 &&
+            seconds > 0) {
+            const double scaled =
+                static_cast<double>(rows) * options_.prefill_chunk_seconds / seconds;
+            chunk_target_ = std::clamp<int64_t>(static_cast<int64_t>(std::llround(scaled)), 1,
+                                                options_.prefill_quantum);
+            std::lock_guard lock(mutex_);
+            counters_.prefill_chunk_tokens = chunk_target_;
+        }
+        if (!more) {
+            finish(r, r.generator->stats().stop_reason);
+            return false;
+        }
+        if (job.stream) {
+            Frame frame;
+            frame.delta = job.text->take();
+            if (!frame.delta.empty() && !job.channel->push(std::move(frame))) {
+                log_warn("serve", "request " + job.channel->id() +
+                                      ": the client fell 16 frames behind; cancelled");
+                job.channel->cancel();
+            }
+        }
+        return true;
+    } catch (const Error& e) {
+        log_error("serve", "request " + job.channel->id() + " failed: " + e.what());
+        const int status = e.kind() == ErrorKind::InvalidInput ? 400 : 500;
+        finish(
+            r, "",
+            ApiError(status, e.what(), status == 400 ? "invalid_request_error" : "server_error"));
+        return false;
+    }
+}
+
+void Worker::run() {
+    for (;;) {
+        admit_waiting();
+        {
+            std::unique_lock lock(mutex_);
+            if (stopping_) break;
+            if (active_.empty()) {
+                wake_.wait(lock, [&] { return stopping_ || !waiting_.empty(); });
+                continue;
+            }
+        }
+        if (next_ >= active_.size()) next_ = 0;
+        if (step(active_[next_])) {
+            ++next_;
+        } else {
+            active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(next_));
+        }
+    }
+    // Stopping: running requests end as cancelled; waiting ones were answered by admit_waiting.
+    for (Running& r : active_) finish(r, "cancelled");
+    active_.clear();
+    admit_waiting();
+}
+
+}  // namespace cherenkov::serving

@@ -1,0 +1,120 @@
+// The worker (seed "Serving architecture", "Memory and scheduling"): one thread owns the model
+// and runs admitted requests round-robin, yielding after one prefill chunk or one decode step (a
+// token with its drafts). Requests are interleaved, not batched. Switching to another request
+// parks the running one's sequence state in host memory and restores the next one's; a lone
+// request never pays for a switch. Admission reserves each request's state memory for its
+// context: requests that cannot fit together wait, one that cannot fit alone gets 503.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "engine/generate/generator.h"
+#include "engine/generate/sequence_switcher.h"
+#include "serving/request_channel.h"
+#include "serving/response_text.h"
+
+namespace cherenkov::serving {
+
+struct WorkerOptions {
+    int max_active = 2;   // requests interleaved at once
+    int max_queued = 16;  // requests waiting for admission; more get 503
+    int64_t max_ctx = 4096;
+    // Admitted requests' reservations must fit in this (0: no limit).
+    uint64_t state_budget_bytes = 0;
+    // The reservation of a request whose context is `tokens` long.
+    std::function<uint64_t(int64_t tokens)> state_bytes;
+    int64_t prefill_quantum = 256;
+    // Prefill pacing: while other requests are active or queued, prefill chunks start at
+    // min(128, quantum) rows and adapt to take about this long (0: no adaptation).
+    double prefill_chunk_seconds = 0.5;
+};
+
+// A request ready to run: tokens and options resolved by the HTTP side.
+struct Job {
+    std::shared_ptr<RequestChannel> channel;
+    std::vector<int32_t> prompt;
+    engine::GenerationOptions generation;  // generation.max_ctx is the request's context
+    std::unique_ptr<ResponseText> text;
+    bool stream = false;
+};
+
+// Figures for status and the tests: what the worker is doing.
+struct WorkerCounters {
+    int active = 0;
+    int queued = 0;
+    uint64_t reserved_bytes = 0;
+    int64_t prefill_chunk_tokens = 0;  // the pacing target
+    uint64_t switches = 0;             // times a request's state was parked for another's
+    uint64_t completed = 0;
+    uint64_t cancelled = 0;
+    uint64_t failed = 0;
+    uint64_t rejected = 0;
+};
+
+class Worker {
+public:
+    // Starts the thread. `model` must outlive the worker; only the worker thread uses it.
+    Worker(engine::ModelBackend& model, WorkerOptions options);
+    ~Worker();
+    Worker(const Worker&) = delete;
+    Worker& operator=(const Worker&) = delete;
+
+    // Queues a job (its channel then hears admit or reject). Throws ApiError 503 when the queue
+    // is full or the worker is stopping.
+    void submit(std::unique_ptr<Job> job);
+    // Wakes the worker (a queued request was cancelled).
+    void poke();
+    // Cancels every queued and running request and joins the thread. Idempotent.
+    void stop();
+
+    WorkerCounters counters() const;
+
+private:
+    struct Running {
+        std::unique_ptr<Job> job;
+        std::unique_ptr<engine::Generator> generator;
+        engine::ParkedCaches parked;
+        uint64_t reserved = 0;
+        std::chrono::steady_clock::time_point submitted;
+        double queued_seconds = 0.0;
+    };
+
+    void run();
+    // Admits waiting requests in order while they fit; answers cancelled and impossible ones.
+    void admit_waiting();
+    // Runs one step of `r`; returns false when it has finished (final frame sent).
+    bool step(Running& r);
+    void finish(Running& r, const std::string& reason, std::optional<ApiError> error = {});
+    // Rows of the next prefill chunk: the paced target while others wait, else 0 (the full
+    // quantum).
+    int64_t prefill_rows();
+
+    engine::ModelBackend& model_;
+    WorkerOptions options_;
+    engine::SequenceSwitcher switcher_;
+
+    mutable std::mutex mutex_;
+    std::condition_variable wake_;
+    std::deque<Running> waiting_;  // guarded by mutex_
+    bool stopping_ = false;        // guarded by mutex_
+    WorkerCounters counters_;      // guarded by mutex_
+
+    // Worker thread only.
+    std::vector<Running> active_;
+    size_t next_ = 0;               // round-robin position in active_
+    const Job* current_ = nullptr;  // the request whose state holds the backend caches
+    int64_t chunk_target_ = 0;      // paced prefill chunk, rows
+
+    std::thread thread_;
+};
+
+}  // namespace cherenkov::serving
