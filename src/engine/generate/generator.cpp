@@ -52,7 +52,8 @@ Generator::Generator(ModelBackend& model, GenerationOptions options)
 }
 
 std::vector<int32_t> Generator::trunk_tokens(std::span<const int32_t> tokens,
-                                             ForwardOptions options, Sampler* sampler) {
+                                             ForwardOptions options, Sampler* sampler,
+                                             bool keep_logits) {
     const auto n_rows = static_cast<size_t>(options.all_logits ? tokens.size() : 1);
     const auto vocab = static_cast<size_t>(model_.vocab_size());
     // Without penalties the backend picks the tokens where the logits are and only ids cross to
@@ -63,11 +64,11 @@ std::vector<int32_t> Generator::trunk_tokens(std::span<const int32_t> tokens,
     const bool penalties = sampler != nullptr && sampler->options().has_penalties();
     if (!penalties && !options_.host_selection) {
         selection_.rows.assign(n_rows, TokenChoice{});
-        selection_.keep_logits = options_.token_logits;
+        selection_.keep_logits = keep_logits;
         if (sampler != nullptr) selection_.rows.back() = sampler->next_choice();
         options.select = &selection_;
         ForwardResult result = model_.forward(state_, tokens, options);
-        if (options_.token_logits) row_logits_ = std::move(result.logits);
+        if (keep_logits) row_logits_ = std::move(result.logits);
         return std::move(result.tokens);
     }
     ForwardResult result = model_.forward(state_, tokens, options);
@@ -76,7 +77,7 @@ std::vector<int32_t> Generator::trunk_tokens(std::span<const int32_t> tokens,
         picked[row] = argmax(std::span<const float>(result.logits).subspan(row * vocab, vocab));
     }
     const std::span<float> last = std::span<float>(result.logits).last(vocab);
-    if (options_.token_logits) row_logits_ = result.logits;  // before penalties change `last`
+    if (keep_logits) row_logits_ = result.logits;  // before penalties change `last`
     picked.back() = sampler != nullptr ? sampler->sample(last) : argmax(last);
     return picked;
 }
@@ -108,9 +109,8 @@ void Generator::stop(const std::string& reason) {
 }
 
 bool Generator::is_eos(int32_t token) const {
-    return options_.stop_at_eos &&
-           std::find(options_.eos_ids.begin(), options_.eos_ids.end(), token) !=
-               options_.eos_ids.end();
+    return options_.stop_at_eos && std::find(options_.eos_ids.begin(), options_.eos_ids.end(),
+                                             token) != options_.eos_ids.end();
 }
 
 bool Generator::emit(const TokenSink& sink, int32_t token, int64_t logit_row) {
@@ -119,9 +119,8 @@ bool Generator::emit(const TokenSink& sink, int32_t token, int64_t logit_row) {
     EmittedToken emitted{token, {}};
     if (options_.token_logits) {
         const auto vocab = static_cast<size_t>(model_.vocab_size());
-        emitted.logits =
-            std::span<const float>(row_logits_).subspan(static_cast<size_t>(logit_row) * vocab,
-                                                        vocab);
+        emitted.logits = std::span<const float>(row_logits_)
+                             .subspan(static_cast<size_t>(logit_row) * vocab, vocab);
     }
     if (!sink(emitted)) {
         stats_.stop_reason = "stopped";
@@ -151,13 +150,11 @@ bool Generator::step(const TokenSink& sink, int64_t prefill_rows) {
         fo.keep_residuals = speculate_;
         // Earlier chunks' tokens are unused: a greedy pick there keeps their logits on the device.
         const bool last = prompt_done_ + n == static_cast<int64_t>(prompt_.size());
-        const std::span<const int32_t> tokens =
-            std::span<const int32_t>(prompt_).subspan(static_cast<size_t>(prompt_done_),
-                                                      static_cast<size_t>(n));
-        const bool keep = options_.token_logits;
-        options_.token_logits = keep && last;  // only the last chunk's row is a token's
-        next_ = trunk_tokens(tokens, fo, last ? &sampler_ : nullptr).back();
-        options_.token_logits = keep;
+        const std::span<const int32_t> tokens = std::span<const int32_t>(prompt_).subspan(
+            static_cast<size_t>(prompt_done_), static_cast<size_t>(n));
+        // Only the last chunk's last row chooses a token.
+        next_ = trunk_tokens(tokens, fo, last ? &sampler_ : nullptr, options_.token_logits && last)
+                    .back();
         prompt_done_ += n;
         ++stats_.prefill_chunks;
         stats_.prefill_chunk_tokens = std::max(stats_.prefill_chunk_tokens, rows);
@@ -211,7 +208,7 @@ void Generator::decode_step(const TokenSink& sink) {
     fo.keep_residuals = speculate_;
     fo.snapshot_rows = n_drafts > 0;
     // The trunk's token after each row: greedy for the verified rows (speculation is greedy).
-    const std::vector<int32_t> picked = trunk_tokens(rows, fo, &sampler_);
+    const std::vector<int32_t> picked = trunk_tokens(rows, fo, &sampler_, options_.token_logits);
     ++stats_.decode_steps;
     if (n_drafts == 0) {
         next_ = picked[0];

@@ -108,9 +108,7 @@ public:
 
     bool finished() const { return finished_; }
     // Prompt tokens not yet run (0 once decoding).
-    int64_t prompt_remaining() const {
-        return static_cast<int64_t>(prompt_.size()) - prompt_done_;
-    }
+    int64_t prompt_remaining() const { return static_cast<int64_t>(prompt_.size()) - prompt_done_; }
     // Ends generation as if the sink had returned false, without more work.
     void stop(const std::string& reason);
 
@@ -122,10 +120,10 @@ public:
 private:
     // Runs the trunk on `tokens` and picks a token from every logit row (all rows with
     // options.all_logits, else the last): greedy, except the last row, which `sampler` picks when
-    // given (greedy too whenever drafts are verified). With token_logits the rows' logits are
+    // given (greedy too whenever drafts are verified). With `keep_logits` the rows' logits are
     // kept in row_logits_.
     std::vector<int32_t> trunk_tokens(std::span<const int32_t> tokens, ForwardOptions options,
-                                      Sampler* sampler);
+                                      Sampler* sampler, bool keep_logits);
     void prefill_chunk(int64_t rows);
     void decode_step(const TokenSink& sink);
     // Emits one token whose choosing row is `logit_row` of row_logits_; false when generation

@@ -23,7 +23,8 @@ SequenceState SequenceSwitcher::new_state(int64_t max_ctx) const {
 
 void SequenceSwitcher::activate(SequenceState& state, const ParkedCaches& parked) {
     if (!shares_ || state.backend) return;
-    CHERENKOV_ASSERT(static_cast<bool>(spare_), "activate() while another sequence holds the caches");
+    CHERENKOV_ASSERT(static_cast<bool>(spare_),
+                     "activate() while another sequence holds the caches");
     if (parked.fresh) {
         spare_.get()->reset();
     } else {

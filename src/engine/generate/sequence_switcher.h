@@ -49,8 +49,8 @@ private:
     ModelBackend& model_;
     int64_t max_ctx_;
     bool shares_ = false;
-    SequenceState fresh_;        // host fields of a fresh sequence (no backend caches)
-    BackendStateHandle spare_;   // the caches while no sequence holds them
+    SequenceState fresh_;       // host fields of a fresh sequence (no backend caches)
+    BackendStateHandle spare_;  // the caches while no sequence holds them
 };
 
 }  // namespace cherenkov::engine
