@@ -208,7 +208,8 @@ TEST(HttpServer, StopStringsAcrossTokensInJsonAndStream) {
 TEST(HttpServer, InterleavedRequestsSwitchStatesAndEachGetsItsScript) {
     std::string script;
     for (int i = 0; i < 60; ++i) script += "word" + std::to_string(i) + " ";
-    ScriptedServer s(script);
+    // Slow enough that the two requests overlap.
+    ScriptedServer s(script, WorkerOptions{}, std::chrono::milliseconds(2));
     Json results[2];
     std::thread threads[2];
     for (int i = 0; i < 2; ++i) {
@@ -247,7 +248,7 @@ TEST(HttpServer, CapacityAndAdmission) {
         EXPECT_EQ(Json::parse(res->body)["choices"][0]["finish_reason"], "cancelled") << res->body;
     });
     // Wait until the first request runs, then the queue (0) is full.
-    for (int i = 0; i < 500 && s.server().counters().active == 0; ++i)
+    for (int i = 0; i < 5000 && s.server().counters().active == 0; ++i)
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
     const Json r = s.post("/v1/completions", {{"prompt", "q"}, {"max_tokens", 2}}, 503);
     EXPECT_EQ(r["error"]["code"], "capacity_exhausted");
