@@ -27,6 +27,12 @@ class Engine:
 
     def __init__(self, binary, model, root=None, timeout=600):
         self.binary, self.model, self.root, self.timeout = str(binary), str(model), root, timeout
+        # The text commands (prompt, tokenize, detokenize) take no --root, so once the model's
+        # store is known they are pointed at it directly.
+        self.text_dir = None
+
+    def text_model(self):
+        return self.text_dir or self.model
 
     def root_args(self):
         return ["--root", str(self.root)] if self.root else []
@@ -51,8 +57,11 @@ class Engine:
             raise SuiteError(f"{what} printed no JSON ({e})") from None
 
     def inspect(self):
-        return self.call_json("inspect", self.model, "--json", *self.root_args(),
-                              what=f"cherenkov inspect {self.model}")
+        inspected = self.call_json("inspect", self.model, "--json", *self.root_args(),
+                                   what=f"cherenkov inspect {self.model}")
+        if isinstance(inspected, dict) and inspected.get("path"):
+            self.text_dir = inspected["path"]
+        return inspected
 
     def model_list(self):
         return self.call_json("model", "list", "--json", *self.root_args(), what="cherenkov model list")
@@ -66,29 +75,28 @@ class Engine:
             if case.raw:
                 batch = Path(tmp) / "prompt.jsonl"
                 batch.write_text(json.dumps(case.prompt) + "\n", encoding="utf-8")
-                out = self.call("tokenize", self.model, "--batch-jsonl", batch, *self.root_args(),
+                out = self.call("tokenize", self.text_model(), "--batch-jsonl", batch,
                                 what=f"tokenizing the {case.name} prompt")
                 return json.loads(out.splitlines()[0])
             args = self._chat_files(tmp, case)
-            return json.loads(self.call("prompt", self.model, *args, "--tokens", *self.root_args(),
+            return json.loads(self.call("prompt", self.text_model(), *args, "--tokens",
                                         what=f"rendering the {case.name} conversation"))
 
     def render_chat(self, case):
         """The conversation of a `messages` case through the model's chat template, as text."""
         with tempfile.TemporaryDirectory(prefix="cherenkov-bench-") as tmp:
             args = self._chat_files(tmp, case)
-            return self.call("prompt", self.model, *args, *self.root_args(),
-                             what=f"rendering the {case.name} conversation")
+            return self.call("prompt", self.text_model(), *args, what=f"rendering the {case.name} conversation")
 
     def tokenize_text(self, text):
         with tempfile.TemporaryDirectory(prefix="cherenkov-bench-") as tmp:
             batch = Path(tmp) / "text.jsonl"
             batch.write_text(json.dumps(text) + "\n", encoding="utf-8")
-            out = self.call("tokenize", self.model, "--batch-jsonl", batch, *self.root_args(), what="tokenizing")
+            out = self.call("tokenize", self.text_model(), "--batch-jsonl", batch, what="tokenizing")
             return json.loads(out.splitlines()[0])
 
     def detokenize(self, ids):
-        return self.call("detokenize", self.model, ",".join(map(str, ids)), *self.root_args(), what="detokenizing")
+        return self.call("detokenize", self.text_model(), ",".join(map(str, ids)), what="detokenizing")
 
     @staticmethod
     def _chat_files(tmp, case):

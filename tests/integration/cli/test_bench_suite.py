@@ -477,3 +477,18 @@ def test_paired_prefill_comparison(model, cherenkov_bin, run_cli, tmp_path):
     summary = (out / "summary.md").read_text()
     assert summary.startswith("Hardware: ") and "the Q4 outputs are identical" in summary
     assert str(tmp_path) not in (out / "report.json").read_text()
+
+
+def test_a_separate_index_root_appears_as_a_placeholder(cherenkov_bin, run_cli, tmp_path):
+    root = tmp_path / "index-root"
+    run_cli("prepare", MODEL, "--name", "tiny-rooted", "--root", root)
+    suite = tiny_suite(tmp_path / "suite.json")
+    out = tmp_path / "run"
+    result = bench("tiny-rooted", "--binary", cherenkov_bin, "--root", root, "--suite", suite, "--output", out,
+                   "--cases", "code", "--configs", "4bit", "--rounds", "1")
+    assert result.returncode == 0, result.stderr
+    report = report_of(out)
+    assert report["provenance"]["root"] == "<root>"
+    assert report["samples"][0]["command"][-2:] == ["--root", "<root>"]
+    assert report["samples"][0]["status"] == "ok"
+    assert str(root) not in (out / "report.json").read_text()
