@@ -12,6 +12,7 @@
 
 #include "base/error.h"
 #include "cli/commands.h"
+#include "cli/flag_range.h"
 #include "cli/model_options.h"
 #include "engine/generate/context_budget.h"
 #include "engine/model/sequence_state_size.h"
@@ -32,7 +33,18 @@ struct ServeOptions {
     int max_queued = 16;
     double prefill_chunk_seconds = 0.5;
     std::string state_memory_gb = "auto";
+    // Retention (docs/serving.md "Prefix cache", "Sessions"); the TOML config fills the same
+    // structs.
+    serving::PrefixCacheOptions prefix_cache;
+    serving::SessionOptions sessions;
 };
+
+// What admission reserves per request besides its sequence state (seed "Memory and
+// scheduling": checkpoint, sampling, token and text storage): the sampler's rows of logits (the
+// chosen row, its penalized copy, a log-probability row) and the text the context's tokens
+// decode to with their ids and offsets (measured: under 16 bytes a token for Python and prose).
+constexpr uint64_t kSamplerRows = 3;
+constexpr uint64_t kTextBytesPerToken = 16;
 
 // The state memory admission may reserve: --state-memory-gb, or by default a quarter of the
 // memory available at startup (the rest is the expert pool's and the system's).
@@ -99,6 +111,7 @@ int serve(const ServeOptions& options) {
     http.host = options.host;
     http.port = options.port;
     http.max_ctx = options.max_ctx;
+    http.sessions = options.sessions;
     serving::HttpServer server(http);
     server.start();
     std::fprintf(stderr, "cherenkov: loading %s (http://%s:%d/health answers once it is ready)\n",
@@ -132,10 +145,14 @@ int serve(const ServeOptions& options) {
     worker.prefill_quantum = loaded_model.prefill_chunk_tokens();
     worker.prefill_chunk_seconds = options.prefill_chunk_seconds;
     worker.state_budget_bytes = budget;
+    worker.prefix_cache = options.prefix_cache;
     const model_data::qwen4_exp::Config config = loaded_model.weights().config;
     const int64_t mtp_layers = served.model->has_mtp() ? config.mtp_num_hidden_layers : 0;
-    worker.state_bytes = [config, mtp_layers](int64_t tokens) {
-        return engine::sequence_state_bytes(config, tokens, mtp_layers);
+    const uint64_t sampler_bytes =
+        kSamplerRows * static_cast<uint64_t>(config.vocab_size) * sizeof(float);
+    worker.state_bytes = [config, mtp_layers, sampler_bytes](int64_t tokens) {
+        return engine::sequence_state_bytes(config, tokens, mtp_layers) + sampler_bytes +
+               static_cast<uint64_t>(tokens) * kTextBytesPerToken;
     };
     server.set_ready(std::move(served), std::move(worker));
 
@@ -152,6 +169,41 @@ int serve(const ServeOptions& options) {
     std::fprintf(stderr, "cherenkov: stopping: cancelling requests in flight\n");
     server.stop();
     return 0;
+}
+
+// Flags that fill the prefix cache's and the sessions' limits. Sizes are MiB (the seed's
+// --prefix-cache-mb); memory flags are stored in bytes.
+void add_retention_options(CLI::App* app, ServeOptions& options) {
+    auto mib = [](uint64_t& bytes) {
+        return [&bytes](const std::string& text) {
+            bytes = static_cast<uint64_t>(std::stoull(text)) << 20;
+        };
+    };
+    app->add_option_function<std::string>("--prefix-cache-mb", mib(options.prefix_cache.max_bytes),
+                                          "Host memory for prefix checkpoints, MiB, 0-1048576 "
+                                          "(default 512; 0 turns the prefix cache off)")
+        ->check(in_range(0, int64_t{1} << 20));
+    app->add_option("--prefix-cache-entries", options.prefix_cache.max_entries,
+                    "Most prefix checkpoints kept, 1-100000 (default 64)")
+        ->check(in_range(1, 100000));
+    app->add_option("--prefix-cache-idle-seconds", options.prefix_cache.idle_seconds,
+                    "Drop prefix checkpoints unused this long, 0-31536000 (default 1800; 0: never)")
+        ->check(in_real_range(0.0, 31536000.0));
+    app->add_option("--prefix-cache-interval", options.prefix_cache.interval_tokens,
+                    "Also checkpoint long prompts every this many tokens, 0-16777216 (default "
+                    "1024; 0: only message boundaries and complete prompts)")
+        ->check(in_range(0, int64_t{1} << 24));
+    app->add_option("--max-sessions", options.sessions.max_sessions,
+                    "Most sessions kept, 1-1000000 (default 256; the least recently used idle "
+                    "one is evicted for a new one)")
+        ->check(in_range(1, 1000000));
+    app->add_option_function<std::string>("--session-memory-mb", mib(options.sessions.max_bytes),
+                                          "Memory for all sessions' history, MiB, 1-1048576 "
+                                          "(default 256)")
+        ->check(in_range(1, int64_t{1} << 20));
+    app->add_option("--session-idle-seconds", options.sessions.idle_seconds,
+                    "Drop sessions idle this long, 0-31536000 (default 3600; 0: never)")
+        ->check(in_real_range(0.0, 31536000.0));
 }
 
 }  // namespace
@@ -185,6 +237,7 @@ Command register_serve(CLI::App& parent) {
     app->add_option("--state-memory-gb", options->state_memory_gb,
                     "Sequence-state memory admission may reserve, decimal GB, or auto (default: "
                     "a quarter of the memory available at startup)");
+    add_retention_options(app, *options);
     return {app, [options]() { return serve(*options); }};
 }
 

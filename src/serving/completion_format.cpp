@@ -80,10 +80,17 @@ Json chunk(const ResponseContext& c, Json choice) {
 }
 
 Json timings_json(const Timings& t) {
-    return {{"queued_seconds", t.queued_seconds},  {"prefill_seconds", t.prefill_seconds},
-            {"decode_seconds", t.decode_seconds},  {"prefill_chunks", t.prefill_chunks},
-            {"decode_steps", t.decode_steps},      {"drafts_proposed", t.drafts_proposed},
-            {"drafts_accepted", t.drafts_accepted}};
+    return {{"queued_seconds", t.queued_seconds},
+            {"prefill_seconds", t.prefill_seconds},
+            {"decode_seconds", t.decode_seconds},
+            {"prefill_chunks", t.prefill_chunks},
+            {"decode_steps", t.decode_steps},
+            {"drafts_proposed", t.drafts_proposed},
+            {"drafts_accepted", t.drafts_accepted},
+            {"cache_restore_seconds", t.cache_restore_seconds},
+            {"cache_save_seconds", t.cache_save_seconds},
+            {"cache_checkpoints_saved", t.cache_checkpoints_saved},
+            {"cache_checkpoint_bytes", t.cache_checkpoint_bytes}};
 }
 
 Json tool_calls_json(const std::vector<text::ToolCall>& calls, bool indexed) {

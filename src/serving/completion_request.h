@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/generate/sampler.h"
+#include "serving/json_fields.h"
 #include "text/chat_message.h"
 #include "text/tool_calls/tool_spec.h"
 
@@ -19,25 +20,13 @@ namespace cherenkov::serving {
 
 enum class Endpoint { Chat, Completion };
 
-// Sampling fields as the client gave them; absent ones take the server's defaults (and, with
-// sessions, the session's settings).
-struct SamplingFields {
-    std::optional<float> temperature;
-    std::optional<float> top_p;
-    std::optional<int32_t> top_k;
-    std::optional<float> presence_penalty;
-    std::optional<float> frequency_penalty;
-    std::optional<float> repetition_penalty;
-    std::optional<uint64_t> seed;
-
-    // These fields over `defaults`.
-    engine::SamplingOptions over(const engine::SamplingOptions& defaults) const;
-};
-
 struct CompletionRequest {
     Endpoint endpoint = Endpoint::Chat;
     std::string request_id;  // empty: the server assigns one
     std::string model;       // as sent (any value is accepted: one model is served)
+    // Chat only: the session whose conversation this turn continues (messages are then only the
+    // new ones); empty without a session.
+    std::string session_id;
 
     // Chat: typed messages, the tools as sent (what the template renders) and their validation.
     std::vector<text::ChatMessage> messages;

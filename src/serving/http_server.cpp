@@ -15,6 +15,7 @@
 #include "serving/completion_format.h"
 #include "serving/completion_request.h"
 #include "serving/prompt.h"
+#include "serving/session_api.h"
 
 namespace cherenkov::serving {
 namespace {
@@ -48,6 +49,23 @@ ApiError status_error(int status) {
     }
 }
 
+// The reply a successful turn adds to its session: the content and the parsed calls, with their
+// arguments as decoded objects and no markup (seed "Tool calling": a call-only message has null
+// content).
+text::ChatMessage assistant_message(const Frame& final) {
+    text::ChatMessage m;
+    m.role = text::Role::Assistant;
+    if (!final.content.empty() || final.calls.empty()) m.content = final.content;
+    for (const text::ToolCall& call : final.calls) {
+        text::MessageToolCall c;
+        c.id = call.id;
+        c.name = call.name;
+        if (call.argument_values.is_object()) c.arguments = call.argument_values;
+        m.tool_calls.push_back(std::move(c));
+    }
+    return m;
+}
+
 int64_t unix_seconds() {
     return std::chrono::duration_cast<std::chrono::seconds>(
                std::chrono::system_clock::now().time_since_epoch())
@@ -64,6 +82,7 @@ struct HttpServer::Impl {
 
     std::atomic<bool> ready{false};
     std::optional<ServedModel> served;  // set once before `ready`
+    SessionStore sessions;
     std::unique_ptr<Worker> worker;
     std::atomic<bool> stopped{false};
 
@@ -71,7 +90,7 @@ struct HttpServer::Impl {
     std::map<std::string, std::shared_ptr<RequestChannel>> registry;
     std::mt19937_64 id_rng{std::random_device{}()};
 
-    explicit Impl(HttpOptions o) : options(std::move(o)) {}
+    explicit Impl(HttpOptions o) : options(std::move(o)), sessions(options.sessions) {}
 
     // Registers `wanted` (or a new id when empty); throws ApiError 409 for a registered one.
     std::shared_ptr<RequestChannel> register_request(const std::string& wanted) {
@@ -101,13 +120,25 @@ struct HttpServer::Impl {
     }
 
     std::unique_ptr<Job> build_job(const CompletionRequest& request,
-                                   std::shared_ptr<RequestChannel> channel) {
+                                   std::shared_ptr<RequestChannel> channel,
+                                   std::shared_ptr<SessionTurn> turn) {
         auto job = std::make_unique<Job>();
         job->channel = std::move(channel);
-        job->prompt = prompt_tokens(request, *served);
+        // A session turn renders the committed history followed by its new messages.
+        std::vector<text::ChatMessage> conversation;
+        if (turn) {
+            conversation = turn->base().history;
+            conversation.insert(conversation.end(), request.messages.begin(),
+                                request.messages.end());
+        }
+        PromptTokens prompt =
+            prompt_tokens(request, turn ? conversation : request.messages, *served);
+        job->prompt = std::move(prompt.tokens);
+        job->boundaries = std::move(prompt.boundaries);
         job->stream = request.stream;
         engine::GenerationOptions& g = job->generation;
-        g.sampling = request.sampling.over(served->sampling);
+        // Omitted fields inherit the session's committed settings (seed "Sessions").
+        g.sampling = request.sampling.over(turn ? turn->base().sampling : served->sampling);
         try {
             engine::validate_sampling_options(g.sampling);
         } catch (const Error& e) {
@@ -116,18 +147,20 @@ struct HttpServer::Impl {
         g.drafts = served->drafts;
         const bool speculate =
             g.drafts > 0 && served->model->has_mtp() && g.sampling.allows_speculation();
-        // Prompt + output + draft headroom must fit the server's context (seed "Sessions":
-        // context_tokens limits prompt, output and speculative headroom).
+        // Prompt + output + draft headroom must fit the server's context, or the session's
+        // context_tokens (seed "Sessions").
         engine::ContextRequest context;
         context.prompt_tokens = static_cast<int64_t>(job->prompt.size());
         context.drafts = speculate ? g.drafts : 0;
-        context.max_ctx = options.max_ctx;
+        context.max_ctx = turn ? turn->base().context_tokens : options.max_ctx;
         context.max_tokens =
-            request.max_tokens.value_or(options.max_ctx - context.prompt_tokens - context.drafts);
+            request.max_tokens.value_or(context.max_ctx - context.prompt_tokens - context.drafts);
         try {
-            engine::check_context_budget(context, {.max_tokens = "max_tokens",
-                                                   .drafts = "--drafts",
-                                                   .max_ctx = "the server's context (--max-ctx)"});
+            engine::check_context_budget(context,
+                                         {.max_tokens = "max_tokens",
+                                          .drafts = "--drafts",
+                                          .max_ctx = turn ? "the session's context_tokens"
+                                                          : "the server's context (--max-ctx)"});
         } catch (const Error& e) {
             throw ApiError(400, e.what(), "invalid_request_error",
                            request.max_tokens ? "max_tokens" : "", "context_length_exceeded");
@@ -139,6 +172,13 @@ struct HttpServer::Impl {
         g.eos_ids = served->eos_ids;
         g.prefill_quantum = served->prefill_quantum;
         g.token_logits = request.logprobs;
+        if (turn) {
+            // The session's stream continues unless the turn gives a seed, which restarts it.
+            if (!request.sampling.seed) g.rng = turn->base().rng;
+            turn->new_messages = request.messages;
+            turn->sampling = g.sampling;
+            job->turn = std::move(turn);
+        }
         const std::vector<text::ToolSpec>* tools =
             request.endpoint == Endpoint::Chat && request.tools.calls_enabled()
                 ? &request.tools.tools
@@ -149,6 +189,37 @@ struct HttpServer::Impl {
         return job;
     }
 
+    // Right before the final response (seed "Cancellation and commit"): the writer atomically
+    // chooses completion or cancellation, and only completion commits a session turn's history,
+    // settings, random stream and usage. A cancel that came first turns the response into a
+    // cancelled one.
+    static void settle(Frame& final, RequestChannel& channel, SessionTurn* turn) {
+        if (!final.error && final.finish_reason != "cancelled" && !channel.publish()) {
+            final.finish_reason = "cancelled";
+        }
+        if (turn == nullptr) return;
+        if (final.error || final.finish_reason == "cancelled" || !final.rng) {
+            turn->discard();
+            return;
+        }
+        TurnCommit commit;
+        commit.messages = turn->new_messages;
+        commit.messages.push_back(assistant_message(final));
+        commit.sampling = turn->sampling;
+        commit.rng = *final.rng;
+        commit.usage.prompt_tokens = final.usage.prompt_tokens;
+        commit.usage.cached_tokens = final.usage.cached_tokens;
+        commit.usage.generated_tokens = final.usage.completion_tokens;
+        commit.usage.prefill_seconds = final.timings.prefill_seconds;
+        commit.usage.decode_seconds = final.timings.decode_seconds;
+        try {
+            turn->commit(std::move(commit));
+        } catch (const ApiError& e) {
+            final.error = e;
+            final.finish_reason.clear();
+        }
+    }
+
     void handle_completion(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
         if (!ready.load(std::memory_order_acquire)) {
             send_error(res, ApiError(503, "the model is loading", "server_error", "", "loading"));
@@ -157,6 +228,13 @@ struct HttpServer::Impl {
         std::shared_ptr<RequestChannel> channel;
         try {
             const CompletionRequest request = parse_completion_request(req.body, endpoint);
+            // A missing session is 404, a busy one 409, before the request id is taken.
+            std::shared_ptr<SessionTurn> turn;
+            if (!request.session_id.empty()) {
+                const auto now = SessionStore::Clock::now();
+                turn = std::make_shared<SessionTurn>(sessions, request.session_id,
+                                                     sessions.begin_turn(request.session_id, now));
+            }
             channel = register_request(request.request_id);
             res.set_header("X-Request-ID", channel->id());
             channel->set_on_cancel([this] {
@@ -170,7 +248,7 @@ struct HttpServer::Impl {
             context.tokenizer = &served->tokenizer;
             context.logprobs = request.logprobs;
             context.include_usage = request.include_usage;
-            worker->submit(build_job(request, channel));
+            worker->submit(build_job(request, channel, turn));
             std::optional<ApiError> rejection;
             if (channel->wait_admission(&rejection) == Admission::Rejected) {
                 unregister(channel);
@@ -178,12 +256,13 @@ struct HttpServer::Impl {
                 return;
             }
             if (request.stream) {
-                stream(res, std::move(channel), context);
+                stream(res, std::move(channel), context, std::move(turn));
                 return;
             }
             for (;;) {
                 std::optional<Frame> frame = channel->next_frame(std::chrono::milliseconds(500));
                 if (!frame || !frame->final) continue;
+                settle(*frame, *channel, turn.get());
                 unregister(channel);
                 if (frame->error) {
                     send_error(res, *frame->error);
@@ -205,15 +284,17 @@ struct HttpServer::Impl {
     // Server-sent events: a chunk per frame, the closing chunks, then [DONE]. A failed write (the
     // client went away, or stayed blocked past the write timeout) cancels the request.
     void stream(httplib::Response& res, std::shared_ptr<RequestChannel> channel,
-                ResponseContext context) {
+                ResponseContext context, std::shared_ptr<SessionTurn> turn) {
         res.set_header("Cache-Control", "no-cache");
         struct State {
             Impl* server;
             std::shared_ptr<RequestChannel> channel;
             ResponseContext context;
+            std::shared_ptr<SessionTurn> turn;
             bool opened = false;
         };
-        auto state = std::make_shared<State>(State{this, std::move(channel), std::move(context)});
+        auto state = std::make_shared<State>(
+            State{this, std::move(channel), std::move(context), std::move(turn)});
         res.set_chunked_content_provider(
             "text/event-stream",
             [state](size_t /*offset*/, httplib::DataSink& sink) {
@@ -234,6 +315,8 @@ struct HttpServer::Impl {
                 if (!frame) return true;
                 if (!frame->final)
                     return write(sse_event(delta_chunk(state->context, frame->delta)));
+                settle(*frame, *state->channel, state->turn.get());
+                state->turn.reset();
                 // The id is free once the client can see the end (the releaser repeats this).
                 state->server->unregister(state->channel);
                 if (frame->error) {
@@ -248,8 +331,10 @@ struct HttpServer::Impl {
                 return true;
             },
             [this, state](bool /*success*/) {
-                // Also after a failed write: the worker ends the request as cancelled.
+                // Also after a failed write: the worker ends the request as cancelled, and the
+                // turn (if it never reached its end) is discarded.
                 state->channel->cancel();
+                state->turn.reset();
                 unregister(state->channel);
             });
     }
@@ -266,8 +351,56 @@ struct HttpServer::Impl {
                                      "not_found_error", "request_id", "request_not_found"));
             return;
         }
-        channel->cancel();
-        send_json(res, 200, {{"id", id}, {"object", "request.cancel"}, {"cancelled", true}});
+        // False once the final response was published: cancellation cannot undo it.
+        const bool cancelled = channel->cancel();
+        send_json(res, 200, {{"id", id}, {"object", "request.cancel"}, {"cancelled", cancelled}});
+    }
+
+    bool require_ready(httplib::Response& res) {
+        if (ready.load(std::memory_order_acquire)) return true;
+        send_error(res, ApiError(503, "the model is loading", "server_error", "", "loading"));
+        return false;
+    }
+
+    // POST /v1/sessions: a session with the body's settings over the server's defaults.
+    void handle_create_session(const httplib::Request& req, httplib::Response& res) {
+        if (!require_ready(res)) return;
+        try {
+            const SessionRequest request = parse_session_request(req.body, options.max_ctx);
+            engine::SamplingOptions sampling = request.sampling.over(served->sampling);
+            try {
+                engine::validate_sampling_options(sampling);
+            } catch (const Error& e) {
+                throw ApiError(400, e.what(), "invalid_request_error");
+            }
+            const SessionInfo info =
+                sessions.create(sampling, request.context_tokens.value_or(options.max_ctx),
+                                SessionStore::Clock::now());
+            send_json(res, 200, session_json(info));
+        } catch (const ApiError& e) {
+            send_error(res, e);
+        }
+    }
+
+    void handle_get_session(const httplib::Request& req, httplib::Response& res) {
+        const std::string id = req.matches[1];
+        const std::optional<SessionInfo> info = sessions.find(id, SessionStore::Clock::now());
+        if (!info) {
+            send_error(res, ApiError(404, "no session has id '" + id + "'", "not_found_error",
+                                     "session_id", "session_not_found"));
+            return;
+        }
+        send_json(res, 200, session_json(*info));
+    }
+
+    void handle_delete_session(const httplib::Request& req, httplib::Response& res) {
+        const std::string id = req.matches[1];
+        try {
+            sessions.remove(id, SessionStore::Clock::now());
+            send_json(res, 200, {{"id", id}, {"object", "session.deleted"}, {"deleted", true}});
+        } catch (const ApiError& e) {
+            send_error(res, e);
+        }
     }
 
     Json model_entry(const std::string& id) const {
@@ -305,6 +438,17 @@ struct HttpServer::Impl {
         server.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
             handle_completion(req, res, Endpoint::Completion);
         });
+        server.Post("/v1/sessions", [this](const httplib::Request& req, httplib::Response& res) {
+            handle_create_session(req, res);
+        });
+        server.Get(R"(/v1/sessions/([^/]+))",
+                   [this](const httplib::Request& req, httplib::Response& res) {
+                       handle_get_session(req, res);
+                   });
+        server.Delete(R"(/v1/sessions/([^/]+))",
+                      [this](const httplib::Request& req, httplib::Response& res) {
+                          handle_delete_session(req, res);
+                      });
         server.Post(R"(/v1/requests/([^/]+)/cancel)",
                     [this](const httplib::Request& req, httplib::Response& res) {
                         handle_cancel(req, res);
@@ -376,6 +520,9 @@ int HttpServer::port() const {
 void HttpServer::set_ready(ServedModel model, WorkerOptions worker) {
     Impl& s = *impl_;
     s.served.emplace(std::move(model));
+    // Idle sessions expire about once a second while the worker has nothing to run (and at
+    // every session access).
+    worker.idle_tick = [&s] { s.sessions.expire(SessionStore::Clock::now()); };
     s.worker = std::make_unique<Worker>(*s.served->model, std::move(worker));
     s.ready.store(true, std::memory_order_release);
 }
@@ -397,6 +544,10 @@ void HttpServer::stop() {
 
 WorkerCounters HttpServer::counters() const {
     return impl_->worker ? impl_->worker->counters() : WorkerCounters{};
+}
+
+SessionCounters HttpServer::session_counters() const {
+    return impl_->sessions.counters();
 }
 
 size_t HttpServer::registered_requests() const {

@@ -2,6 +2,9 @@
 // endpoints with JSON and server-sent events, the model list, health, and request cancellation.
 // It listens before the model is loaded (health says "loading"), so a client can wait for it.
 // Every error is OpenAI's JSON error object; nothing a client sends stops it serving others.
+// Sessions (session_store.h) are kept here, on the HTTP side: a turn renders the session's
+// history with its new messages, and its writer commits the turn right before the final
+// response.
 #pragma once
 
 #include <chrono>
@@ -11,6 +14,7 @@
 #include <string>
 
 #include "serving/served_model.h"
+#include "serving/session_store.h"
 #include "serving/worker.h"
 
 namespace cherenkov::serving {
@@ -24,6 +28,7 @@ struct HttpOptions {
     std::chrono::seconds write_timeout{30};
     // Most tokens of prompt, output and draft headroom one request may take.
     int64_t max_ctx = 4096;
+    SessionOptions sessions;
 };
 
 class HttpServer {
@@ -46,8 +51,10 @@ public:
     // finished, then the listener stops. Idempotent.
     void stop();
 
-    // The worker's figures (zeros before set_ready).
+    // The worker's figures (zeros before set_ready), prefix cache included.
     WorkerCounters counters() const;
+    // The session store's figures.
+    SessionCounters session_counters() const;
 
     // Requests registered (queued, running or still writing their response).
     size_t registered_requests() const;

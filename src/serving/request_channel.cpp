@@ -2,16 +2,25 @@
 
 namespace cherenkov::serving {
 
-void RequestChannel::cancel() {
+bool RequestChannel::cancel() {
     std::function<void()> notify;
     {
         std::lock_guard lock(mutex_);
-        if (cancelled_) return;
+        if (published_) return false;
+        if (cancelled_) return true;
         cancelled_ = true;
         notify = on_cancel_;
     }
     changed_.notify_all();
     if (notify) notify();
+    return true;
+}
+
+bool RequestChannel::publish() {
+    std::lock_guard lock(mutex_);
+    if (cancelled_) return false;
+    published_ = true;
+    return true;
 }
 
 bool RequestChannel::cancelled() const {

@@ -11,6 +11,7 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,12 @@ struct Timings {
     int64_t decode_steps = 0;
     int64_t drafts_proposed = 0;
     int64_t drafts_accepted = 0;
+    // Prefix cache work, both inside prefill_seconds (seed: prefill time includes checkpoint
+    // creation): restoring the checkpoint the request started from, and saving its own.
+    double cache_restore_seconds = 0.0;
+    double cache_save_seconds = 0.0;
+    int64_t cache_checkpoints_saved = 0;
+    uint64_t cache_checkpoint_bytes = 0;  // host RAM of the checkpoints saved
 };
 
 // What the worker sends: output so far (streams only), then one final frame.
@@ -50,6 +57,8 @@ struct Frame {
     std::vector<LogprobEntry> logprobs;
     Usage usage;
     Timings timings;
+    // A session turn's random stream after it (what a successful turn commits).
+    std::optional<std::mt19937_64> rng;
 };
 
 enum class Admission { Waiting, Admitted, Rejected };
@@ -64,9 +73,14 @@ public:
 
     const std::string& id() const { return id_; }
 
-    // Any thread.
-    void cancel();
+    // Any thread. cancel() returns false, changing nothing, once the writer has published the
+    // request's final response (seed "Cancellation and commit": cancellation cannot undo a turn
+    // that final publication committed).
+    bool cancel();
     bool cancelled() const;
+    // The writer, right before the final response: atomically chooses completion (true; later
+    // cancels are refused) or cancellation (false: a cancel came first).
+    bool publish();
     // Called by cancel() (the worker's wake-up, so a waiting request is answered promptly).
     void set_on_cancel(std::function<void()> on_cancel);
 
@@ -88,6 +102,7 @@ private:
     mutable std::mutex mutex_;
     std::condition_variable changed_;
     bool cancelled_ = false;
+    bool published_ = false;
     std::function<void()> on_cancel_;
     Admission admission_ = Admission::Waiting;
     std::optional<ApiError> rejection_;

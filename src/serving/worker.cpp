@@ -6,6 +6,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "engine/generate/context_budget.h"
+#include "engine/generate/state_checkpoint.h"
 
 namespace cherenkov::serving {
 namespace {
@@ -28,6 +29,7 @@ Worker::Worker(engine::ModelBackend& model, WorkerOptions options)
     : model_(model),
       options_(std::move(options)),
       switcher_(model_, options_.max_ctx),
+      cache_(options_.prefix_cache),
       chunk_target_(std::min<int64_t>(128, options_.prefill_quantum)) {
     counters_.prefill_chunk_tokens = chunk_target_;
     thread_ = std::thread([this] { run(); });
@@ -157,11 +159,15 @@ void Worker::finish(Running& r, const std::string& reason, std::optional<ApiErro
         frame.finish_reason = finish_reason(reason, !frame.calls.empty());
     }
     frame.usage.prompt_tokens = static_cast<int64_t>(r.job->prompt.size());
+    frame.timings = r.cache;
     frame.timings.queued_seconds = r.queued_seconds;
     if (r.generator) {
         const engine::GenerationStats& s = r.generator->stats();
         frame.usage.completion_tokens = s.generated_tokens;
-        frame.timings.prefill_seconds = s.prefill_seconds;
+        frame.usage.cached_tokens = s.cached_tokens;
+        if (r.job->turn) frame.rng = r.generator->sampler().rng();
+        frame.timings.prefill_seconds =
+            s.prefill_seconds + r.cache.cache_restore_seconds + r.cache.cache_save_seconds;
         frame.timings.decode_seconds = s.decode_seconds;
         frame.timings.prefill_chunks = s.prefill_chunks;
         frame.timings.decode_steps = s.decode_steps;
@@ -204,22 +210,24 @@ bool Worker::step(Running& r) {
             }
             current_ = &job;
         }
-        if (!r.generator) {
-            r.generator = std::make_unique<engine::Generator>(model_, job.generation);
-            r.generator->start(job.prompt, switcher_.new_state(job.generation.max_ctx));
-        }
+        if (!r.generator) start_generation(r);
         switcher_.activate(r.generator->state(), r.parked);
 
         const bool prefill = r.generator->prompt_remaining() > 0;
-        const int64_t rows = prefill ? prefill_rows() : 0;
+        const int64_t paced = prefill ? prefill_rows() : 0;
+        const int64_t rows = prefill ? chunk_rows(r, paced) : 0;
         const int64_t remaining = r.generator->prompt_remaining();
         const auto started = std::chrono::steady_clock::now();
         const bool more = r.generator->step(
             [&](const engine::EmittedToken& token) { return job.text->push(token); }, rows);
         const double seconds = seconds_between(started, std::chrono::steady_clock::now());
-        // Pacing: a full paced chunk (not a short tail) tells how many rows fit the target.
-        if (prefill && rows > 0 && remaining > rows && options_.prefill_chunk_seconds > 0 &&
-            seconds > 0) {
+        if (prefill && !r.saves.empty() && r.generator->prompt_done() == r.saves.front()) {
+            save_checkpoint(r);
+        }
+        // Pacing: a full paced chunk (not a short tail, nor one cut at a checkpoint) tells how
+        // many rows fit the target.
+        if (prefill && paced > 0 && rows == paced && remaining > rows &&
+            options_.prefill_chunk_seconds > 0 && seconds > 0) {
             const double scaled =
                 static_cast<double>(rows) * options_.prefill_chunk_seconds / seconds;
             chunk_target_ = std::clamp<int64_t>(static_cast<int64_t>(std::llround(scaled)), 1,
@@ -251,6 +259,86 @@ bool Worker::step(Running& r) {
     }
 }
 
+void Worker::start_generation(Running& r) {
+    Job& job = *r.job;
+    job.generation.keep_prompt_logits = cache_.enabled();
+    r.generator = std::make_unique<engine::Generator>(model_, job.generation);
+    std::optional<engine::SequenceState> state = switcher_.new_state(job.generation.max_ctx);
+    switcher_.activate(*state, r.parked);
+    try {
+        const auto started = std::chrono::steady_clock::now();
+        const PrefixCache::Entry* hit =
+            cache_.lookup(job.prompt, engine::speculation_enabled(model_, job.generation), started);
+        std::span<const float> logits;
+        if (hit != nullptr) {
+            engine::restore_checkpoint(hit->checkpoint, *state);
+            if (hit->checkpoint.tokens().size() == job.prompt.size()) logits = hit->logits;
+            r.cache.cache_restore_seconds =
+                seconds_between(started, std::chrono::steady_clock::now());
+        }
+        publish_cache_counters();
+        r.generator->start(job.prompt, std::move(state), logits);
+    } catch (...) {
+        // The caches are the switcher's whatever failed: a state start() did not take gives
+        // them back.
+        if (state) switcher_.release(*state);
+        throw;
+    }
+
+    // Where this request saves checkpoints: its message boundaries, every interval, and the
+    // complete prompt, past what it restored.
+    r.saves.clear();
+    if (!cache_.enabled()) return;
+    const auto n = static_cast<int64_t>(job.prompt.size());
+    const int64_t done = r.generator->prompt_done();
+    std::vector<int64_t> at = job.boundaries;
+    const int64_t interval = cache_.options().interval_tokens;
+    for (int64_t p = interval; interval > 0 && p < n; p += interval) at.push_back(p);
+    at.push_back(n);
+    std::sort(at.begin(), at.end());
+    at.erase(std::unique(at.begin(), at.end()), at.end());
+    for (const int64_t p : at) {
+        if (p > done && p <= n) r.saves.push_back(p);
+    }
+}
+
+int64_t Worker::chunk_rows(const Running& r, int64_t paced) const {
+    if (r.saves.empty()) return paced;
+    const int64_t to_checkpoint = r.saves.front() - r.generator->prompt_done();
+    return paced > 0 ? std::min(paced, to_checkpoint) : to_checkpoint;
+}
+
+void Worker::save_checkpoint(Running& r) {
+    r.saves.erase(r.saves.begin());
+    const engine::SequenceState& state = r.generator->state();
+    const auto started = std::chrono::steady_clock::now();
+    if (cache_.contains(state.tokens, started)) {
+        publish_cache_counters();
+        return;
+    }
+    engine::StateCheckpoint checkpoint = engine::save_checkpoint(state);
+    std::vector<float> logits;
+    if (state.position == static_cast<int64_t>(r.job->prompt.size())) {
+        const std::span<const float> last = r.generator->prompt_logits();
+        logits.assign(last.begin(), last.end());
+    }
+    const uint64_t bytes = checkpoint.bytes() + logits.capacity() * sizeof(float);
+    const bool mtp_complete = engine::mtp_state_complete(state, model_.config());
+    if (cache_.fits(bytes)) {
+        ++r.cache.cache_checkpoints_saved;
+        r.cache.cache_checkpoint_bytes += bytes;
+    }
+    cache_.insert(std::move(checkpoint), std::move(logits), mtp_complete, started);
+    r.cache.cache_save_seconds += seconds_between(started, std::chrono::steady_clock::now());
+    publish_cache_counters();
+}
+
+void Worker::publish_cache_counters() {
+    const PrefixCacheCounters c = cache_.counters();
+    std::lock_guard lock(mutex_);
+    counters_.prefix_cache = c;
+}
+
 void Worker::run() {
     for (;;) {
         admit_waiting();
@@ -258,7 +346,15 @@ void Worker::run() {
             std::unique_lock lock(mutex_);
             if (stopping_) break;
             if (active_.empty()) {
-                wake_.wait(lock, [&] { return stopping_ || !waiting_.empty(); });
+                // Idle: expiry runs about once a second (seed "Memory and scheduling").
+                const bool woken = wake_.wait_for(lock, std::chrono::seconds(1),
+                                                  [&] { return stopping_ || !waiting_.empty(); });
+                if (!woken) {
+                    lock.unlock();
+                    cache_.expire(std::chrono::steady_clock::now());
+                    publish_cache_counters();
+                    if (options_.idle_tick) options_.idle_tick();
+                }
                 continue;
             }
         }

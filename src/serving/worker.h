@@ -4,6 +4,11 @@
 // parks the running one's sequence state in host memory and restores the next one's; a lone
 // request never pays for a switch. Admission reserves each request's state memory for its
 // context: requests that cannot fit together wait, one that cannot fit alone gets 503.
+//
+// The worker owns the prefix cache (prefix_cache.h): a request starts from the longest
+// checkpoint of its prompt's beginning, prefills the rest in chunks cut at the positions worth a
+// checkpoint (message boundaries, every interval_tokens, the complete prompt), and saves those it
+// reaches that the cache lacks.
 #pragma once
 
 #include <chrono>
@@ -19,8 +24,10 @@
 
 #include "engine/generate/generator.h"
 #include "engine/generate/sequence_switcher.h"
+#include "serving/prefix_cache.h"
 #include "serving/request_channel.h"
 #include "serving/response_text.h"
+#include "serving/session_store.h"
 
 namespace cherenkov::serving {
 
@@ -36,6 +43,10 @@ struct WorkerOptions {
     // Prefill pacing: while other requests are active or queued, prefill chunks start at
     // min(128, quantum) rows and adapt to take about this long (0: no adaptation).
     double prefill_chunk_seconds = 0.5;
+    PrefixCacheOptions prefix_cache;
+    // Called on the worker thread about once a second while no request runs (session expiry;
+    // the prefix cache expires its own entries then too).
+    std::function<void()> idle_tick;
 };
 
 // A request ready to run: tokens and options resolved by the HTTP side.
@@ -45,6 +56,12 @@ struct Job {
     engine::GenerationOptions generation;  // generation.max_ctx is the request's context
     std::unique_ptr<ResponseText> text;
     bool stream = false;
+    // Prompt positions worth a prefix checkpoint besides the complete prompt and the interval
+    // (message boundaries: where later prompts of the conversation diverge), ascending.
+    std::vector<int64_t> boundaries;
+    // A session turn's pin (held until the job is done; the writer commits it). The final frame
+    // of a session turn carries the random stream the turn leaves.
+    std::shared_ptr<SessionTurn> turn;
 };
 
 // Figures for status and the tests: what the worker is doing.
@@ -58,6 +75,7 @@ struct WorkerCounters {
     uint64_t cancelled = 0;
     uint64_t failed = 0;
     uint64_t rejected = 0;
+    PrefixCacheCounters prefix_cache;
 };
 
 class Worker {
@@ -86,9 +104,19 @@ private:
         uint64_t reserved = 0;
         std::chrono::steady_clock::time_point submitted;
         double queued_seconds = 0.0;
+        std::vector<int64_t> saves;  // prompt positions still to checkpoint, ascending
+        Timings cache;               // the cache_* figures of its Timings
     };
 
     void run();
+    // Creates the request's generator on a fresh state, restoring the longest cached prefix of
+    // its prompt, and plans the checkpoints it will save.
+    void start_generation(Running& r);
+    // Saves the running request's state in the prefix cache (it just reached r.saves.front()).
+    void save_checkpoint(Running& r);
+    // Rows of the next prefill chunk: the paced or full chunk, cut at the next checkpoint.
+    int64_t chunk_rows(const Running& r, int64_t paced) const;
+    void publish_cache_counters();
     // Admits waiting requests in order while they fit; answers cancelled and impossible ones.
     void admit_waiting();
     // Runs one step of `r`; returns false when it has finished (final frame sent).
@@ -101,6 +129,7 @@ private:
     engine::ModelBackend& model_;
     WorkerOptions options_;
     engine::SequenceSwitcher switcher_;
+    PrefixCache cache_;  // worker thread only
 
     mutable std::mutex mutex_;
     std::condition_variable wake_;

@@ -102,13 +102,27 @@ TEST(CompletionRequest, RefusalsNameTheField) {
         refusal(with(
             R"("tool_choice":"required","tools":[{"type":"function","function":{"name":"f"}}])")),
         "tools");
-    EXPECT_EQ(refusal(with(R"("session_id":"s")")), "session_id");
+    EXPECT_EQ(refusal(with(R"("session_id":"")")), "session_id");
+    EXPECT_EQ(refusal(with(R"("session_id":5)")), "session_id");
+    EXPECT_EQ(refusal(R"({"prompt":"x","session_id":"s"})", Endpoint::Completion), "session_id");
     EXPECT_EQ(refusal(R"({"messages":[{"role":"bot","content":"x"}]})"), "messages");
     EXPECT_EQ(
         refusal(
             R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"u"}}]}]})"),
         "messages");
     EXPECT_EQ(refusal(R"({"messages":[]})"), "messages");
+}
+
+// A session turn sends only its new messages: they are checked with the session's history when
+// the prompt is rendered, so a turn of tool results alone (no user message) parses.
+TEST(CompletionRequest, SessionTurnsCarryTheirNewMessagesOnly) {
+    const CompletionRequest r = chat(
+        R"({"session_id":"session-1","messages":[{"role":"tool","tool_call_id":"c1","content":"21 C"}]})");
+    EXPECT_EQ(r.session_id, "session-1");
+    ASSERT_EQ(r.messages.size(), 1U);
+    EXPECT_EQ(r.messages[0].role, text::Role::Tool);
+    EXPECT_EQ(refusal(R"({"messages":[{"role":"tool","tool_call_id":"c1","content":"21 C"}]})"),
+              "messages");
 }
 
 TEST(CompletionRequest, MalformedBodies) {

@@ -1,6 +1,8 @@
 // A ModelBackend that "generates" a fixed script: whatever the prompt, the token chosen at
 // generated index g is script[g] (then EOS). It keeps the prompt length in its own BackendState,
-// which parks and restores like the CUDA backend's, so the worker's switching runs over it. The
+// which parks and restores like the CUDA backend's, so the worker's switching and the prefix
+// cache's checkpoints run over it (every prefill call, which asks for one logit row, sets the
+// prompt length to the position it reaches; decode calls ask for every row). The
 // serving tests drive the whole path from HTTP to the text pipeline through it, with output the
 // tiny trained model would never write (tool-call markup).
 #pragma once
@@ -41,11 +43,15 @@ public:
                                   const engine::ForwardOptions& options) override {
         auto* s = dynamic_cast<State*>(state.backend.get());
         CHERENKOV_ASSERT(s != nullptr, "a scripted state");
-        if (s->prompt_length < 0) s->prompt_length = static_cast<int64_t>(tokens.size());
         const int64_t first = state.position;
         state.position += static_cast<int64_t>(tokens.size());
         state.tokens.insert(state.tokens.end(), tokens.begin(), tokens.end());
+        if (!options.all_logits) {
+            s->prompt_length = state.position;
+            last_prompt = state.tokens;
+        }
         ++forward_calls;
+        prefilled_tokens += options.all_logits ? 0 : static_cast<int64_t>(tokens.size());
         if (delay.count() > 0) std::this_thread::sleep_for(delay);
         const int64_t n = options.all_logits ? static_cast<int64_t>(tokens.size()) : 1;
         const int64_t first_row = options.all_logits ? first : state.position - 1;
@@ -76,6 +82,8 @@ public:
     }
 
     int64_t forward_calls = 0;
+    int64_t prefilled_tokens = 0;        // prompt tokens run (not restored from a checkpoint)
+    std::vector<int32_t> last_prompt;    // the whole prompt of the last prefill call
     std::chrono::milliseconds delay{0};  // per forward call: lets tests catch a request running
 
 private:

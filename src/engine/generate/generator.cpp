@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "base/error.h"
+#include "engine/generate/state_checkpoint.h"
 
 namespace cherenkov::engine {
 
@@ -82,7 +83,12 @@ std::vector<int32_t> Generator::trunk_tokens(std::span<const int32_t> tokens,
     return picked;
 }
 
-void Generator::start(std::span<const int32_t> prompt, std::optional<SequenceState> state) {
+bool speculation_enabled(const ModelBackend& model, const GenerationOptions& options) {
+    return options.drafts > 0 && model.has_mtp() && options.sampling.allows_speculation();
+}
+
+void Generator::start(std::span<const int32_t> prompt, std::optional<SequenceState>&& state,
+                      std::span<const float> prompt_logits) {
     stats_ = GenerationStats{};
     stats_.prompt_tokens = static_cast<int64_t>(prompt.size());
     if (prompt.empty()) throw_invalid("the prompt is empty");
@@ -91,15 +97,47 @@ void Generator::start(std::span<const int32_t> prompt, std::optional<SequenceSta
                       " tokens, more than --max-ctx " + std::to_string(options_.max_ctx) +
                       " allows (it needs room for at least one generated token)");
     }
-    speculate_ = options_.drafts > 0 && model_.has_mtp() && options_.sampling.allows_speculation();
+    speculate_ = speculation_enabled(model_, options_);
     stats_.speculation = speculate_;
+    const int64_t done = state ? state->position : 0;
+    if (done > 0) check_restored_prefix(prompt, *state, prompt_logits);
     sampler_ = Sampler(options_.sampling);
+    if (options_.rng) sampler_.set_rng(*options_.rng);
     sampler_.observe(prompt);
     policy_ = DraftPolicy(speculate_ ? options_.drafts : 0);
     state_ = state ? std::move(*state) : model_.new_sequence(options_.max_ctx);
     prompt_.assign(prompt.begin(), prompt.end());
-    prompt_done_ = 0;
+    prompt_done_ = done;
+    stats_.cached_tokens = done;
+    first_from_logits_ = done == stats_.prompt_tokens;
+    if (first_from_logits_) {
+        prompt_logits_.assign(prompt_logits.begin(), prompt_logits.end());
+    } else {
+        prompt_logits_.clear();
+    }
     finished_ = false;
+}
+
+void Generator::check_restored_prefix(std::span<const int32_t> prompt, const SequenceState& state,
+                                      std::span<const float> prompt_logits) const {
+    const int64_t done = state.position;
+    const bool prefix = done <= static_cast<int64_t>(prompt.size()) &&
+                        static_cast<int64_t>(state.tokens.size()) == done &&
+                        std::equal(state.tokens.begin(), state.tokens.end(), prompt.begin());
+    if (!prefix) {
+        throw_invalid("the start state's " + std::to_string(done) +
+                      " tokens are not a prefix of the " + std::to_string(prompt.size()) +
+                      "-token prompt");
+    }
+    if (done == static_cast<int64_t>(prompt.size()) &&
+        static_cast<int64_t>(prompt_logits.size()) != model_.vocab_size()) {
+        throw_invalid("a start state holding the whole prompt needs the logits of its last row");
+    }
+    if (speculate_ && !mtp_state_complete(state, model_.config())) {
+        throw_internal(
+            "the start state's MTP head cannot continue (missing residuals or a row "
+            "computed with a token past the state)");
+    }
 }
 
 void Generator::stop(const std::string& reason) {
@@ -137,8 +175,27 @@ bool Generator::emit(const TokenSink& sink, int32_t token, int64_t logit_row) {
     return true;
 }
 
+int32_t Generator::first_token_from_prompt_logits() {
+    row_logits_ = prompt_logits_;
+    // The request's own sampler, as on the host path of trunk_tokens: penalties change a copy.
+    std::vector<float> row = prompt_logits_;
+    return sampler_.sample(row);
+}
+
 bool Generator::step(const TokenSink& sink, int64_t prefill_rows) {
     CHERENKOV_ASSERT(!finished_, "step() on a finished generation");
+    if (first_from_logits_) {
+        first_from_logits_ = false;
+        const auto started = std::chrono::steady_clock::now();
+        next_ = first_token_from_prompt_logits();
+        stats_.prefill_seconds += seconds_since(started);
+        if (options_.max_tokens <= 0) {
+            stop("length");
+            return false;
+        }
+        finished_ = !emit(sink, next_, 0);
+        return !finished_;
+    }
     if (prompt_remaining() > 0) {
         // Prefill in chunks of at most the quantum (fewer rows when the backend's scratch holds
         // fewer, or the caller asks for fewer); the last chunk's last row gives the first token.
@@ -153,8 +210,13 @@ bool Generator::step(const TokenSink& sink, int64_t prefill_rows) {
         const std::span<const int32_t> tokens = std::span<const int32_t>(prompt_).subspan(
             static_cast<size_t>(prompt_done_), static_cast<size_t>(n));
         // Only the last chunk's last row chooses a token.
-        next_ = trunk_tokens(tokens, fo, last ? &sampler_ : nullptr, options_.token_logits && last)
-                    .back();
+        const bool keep = last && (options_.token_logits || options_.keep_prompt_logits);
+        next_ = trunk_tokens(tokens, fo, last ? &sampler_ : nullptr, keep).back();
+        if (last && options_.keep_prompt_logits) {
+            const auto vocab = static_cast<size_t>(model_.vocab_size());
+            prompt_logits_.assign(row_logits_.end() - static_cast<std::ptrdiff_t>(vocab),
+                                  row_logits_.end());
+        }
         prompt_done_ += n;
         ++stats_.prefill_chunks;
         stats_.prefill_chunk_tokens = std::max(stats_.prefill_chunk_tokens, rows);

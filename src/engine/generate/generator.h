@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <random>
 #include <span>
 #include <string>
 #include <vector>
@@ -39,6 +40,13 @@ struct GenerationOptions {
     // Hand each emitted token the logits of the row that chose it (before penalties), for
     // log-probabilities. Tokens are still chosen exactly as without it.
     bool token_logits = false;
+    // Keep the logits of the prompt's last row (prompt_logits()): a checkpoint of the complete
+    // prompt stores them, so an exact prefix hit can choose its first token (docs/qwen4_exp.md
+    // §5.3).
+    bool keep_prompt_logits = false;
+    // Continue this random stream instead of seeding one from sampling.seed (seed "Sampling": a
+    // session continues its committed stream unless the turn gives a seed).
+    std::optional<std::mt19937_64> rng;
     // Tests only: replaces draft j (0-based) proposed for output index `index` (the position in
     // the generated text the draft claims). Lets tests force acceptances and rejections.
     std::function<int32_t(int64_t index, int j, int32_t proposed)> draft_override;
@@ -49,6 +57,7 @@ struct GenerationOptions {
 
 struct GenerationStats {
     int64_t prompt_tokens = 0;
+    int64_t cached_tokens = 0;  // prompt tokens the start state held already (a restored prefix)
     int64_t generated_tokens = 0;
     double prefill_seconds = 0.0;
     double decode_seconds = 0.0;
@@ -86,6 +95,10 @@ struct EmittedToken {
 // Receives each emitted token, in order; returning false stops generation ("stopped").
 using TokenSink = std::function<bool(const EmittedToken&)>;
 
+// Whether a generation with `options` on `model` runs MTP drafts: greedy without penalties, a
+// model with an MTP head, and drafts > 0.
+bool speculation_enabled(const ModelBackend& model, const GenerationOptions& options);
+
 class Generator {
 public:
     // Throws InvalidInput for bad options, naming the flag: --drafts, --max-ctx,
@@ -103,12 +116,29 @@ public:
     // backend caches it recycles). Then each step() runs one prefill chunk of at most
     // `prefill_rows` rows (0: the options' chunk) or one decode step, and returns whether
     // another step is needed.
-    void start(std::span<const int32_t> prompt, std::optional<SequenceState> state = {});
+    //
+    // A given state may hold a prefix of the prompt already (a restored checkpoint, prefix
+    // cache): its tokens must be the prompt's first state.position tokens, and only the rest is
+    // prefilled. A state holding the whole prompt needs `prompt_logits`, the logits of the
+    // prompt's last row [V], from which the first step chooses the first token with this
+    // request's own sampler. When the generation speculates, the state's MTP head must be able
+    // to continue (mtp_state_complete). Throws InvalidInput for a state that does not fit the
+    // prompt, Internal for one without the MTP state speculation needs.
+    // The state is moved from only once every check passed: a caller whose state holds shared
+    // caches still has it when start() throws.
+    void start(std::span<const int32_t> prompt, std::optional<SequenceState>&& state = {},
+               std::span<const float> prompt_logits = {});
     bool step(const TokenSink& sink, int64_t prefill_rows = 0);
 
     bool finished() const { return finished_; }
     // Prompt tokens not yet run (0 once decoding).
     int64_t prompt_remaining() const { return static_cast<int64_t>(prompt_.size()) - prompt_done_; }
+    // Prompt tokens the state has processed.
+    int64_t prompt_done() const { return prompt_done_; }
+    // Whether the generation runs MTP drafts (greedy, unpenalized, with a head and --drafts).
+    bool speculates() const { return speculate_; }
+    // With keep_prompt_logits, once the prompt is prefilled: the logits of its last row [V].
+    std::span<const float> prompt_logits() const { return prompt_logits_; }
     // Ends generation as if the sink had returned false, without more work.
     void stop(const std::string& reason);
 
@@ -124,7 +154,11 @@ private:
     // kept in row_logits_.
     std::vector<int32_t> trunk_tokens(std::span<const int32_t> tokens, ForwardOptions options,
                                       Sampler* sampler, bool keep_logits);
-    void prefill_chunk(int64_t rows);
+    // The first token of an exact prefix hit: chosen from the stored logits of the prompt's last
+    // row, on the host, by this request's sampler.
+    int32_t first_token_from_prompt_logits();
+    void check_restored_prefix(std::span<const int32_t> prompt, const SequenceState& state,
+                               std::span<const float> prompt_logits) const;
     void decode_step(const TokenSink& sink);
     // Emits one token whose choosing row is `logit_row` of row_logits_; false when generation
     // must stop (stop_reason set).
@@ -144,7 +178,9 @@ private:
     int32_t next_ = 0;  // the last emitted token, which the next decode step runs first
     bool finished_ = true;
     bool speculate_ = false;
-    std::vector<float> row_logits_;  // token_logits: [rows of the last trunk call, V]
+    std::vector<float> row_logits_;     // token_logits: [rows of the last trunk call, V]
+    std::vector<float> prompt_logits_;  // keep_prompt_logits, or an exact hit's given logits: [V]
+    bool first_from_logits_ = false;    // the next step chooses the first token from them
 };
 
 }  // namespace cherenkov::engine

@@ -56,6 +56,11 @@ public:
 
     const SamplingOptions& options() const { return options_; }
 
+    // The random stream: a session commits it after a turn and the next turn continues it
+    // (seed "Sampling"). Greedy selection never draws from it.
+    const std::mt19937_64& rng() const { return rng_; }
+    void set_rng(const std::mt19937_64& rng) { rng_ = rng; }
+
 private:
     void apply_penalties(std::span<float> logits) const;
 
