@@ -266,20 +266,25 @@ class WebDriver:
         self.base = f"http://127.0.0.1:{port}"
         self.proc = subprocess.Popen([chromedriver, f"--port={port}"], stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                self.call("GET", "/status")
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
-        options = {"binary": chromium, "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
-                                                "--disable-dev-shm-usage", "--window-size=1400,1000"]}
-        caps = {"capabilities": {"alwaysMatch": {"browserName": "chrome", "goog:chromeOptions": options,
-                                                 "goog:loggingPrefs": {"browser": "ALL"}}}}
-        self.session = self.call("POST", "/session", caps)["sessionId"]
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    self.call("GET", "/status")
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.1)
+            options = {"binary": chromium, "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
+                                                    "--disable-dev-shm-usage", "--window-size=1400,1000"]}
+            caps = {"capabilities": {"alwaysMatch": {"browserName": "chrome", "goog:chromeOptions": options,
+                                                     "goog:loggingPrefs": {"browser": "ALL"}}}}
+            self.session = self.call("POST", "/session", caps)["sessionId"]
+        except BaseException:
+            self.proc.terminate()
+            self.proc.wait(timeout=30)
+            raise
 
     def call(self, method, path, body=None):
         data = json.dumps(body).encode() if body is not None else None
