@@ -91,9 +91,13 @@ err.write("load: 0.050 s\n")
 err.write("prefill: 12 tokens in 0.100 s (120.00 tok/s), 1 chunk(s) of up to 256\n")
 err.write("decode: 9 tokens in 0.090 s (100.00 tok/s), 5 steps, stop: eos\n")
 err.write("mtp: draft 1 accepted 4/5, draft 2 accepted 2/4\n")
-err.write("memory_stats " + json.dumps({"backend": "cpu", "rss_bytes": rss, "peak_rss_bytes": rss,
-                                        "dense_bytes": 1, "state_bytes": 1}) + "\n")
-err.write("backend: cpu\n")
+stats = {"backend": "cpu", "rss_bytes": rss, "peak_rss_bytes": rss, "dense_bytes": 1, "state_bytes": 1}
+if "SCRIPT-CUDA" in prompt:  # the CUDA backend's figures (CudaModel::backend_stats)
+    stats.update(backend="cuda", device={"device": "NVIDIA H100 80GB HBM3", "device_total_bytes": 80_000_000_000,
+                                         "device_free_bytes": 30_000_000_000, "device_scratch_bytes": 2_000_000_000,
+                                         "device_expert_pool_bytes": 40_000_000_000})
+err.write("memory_stats " + json.dumps(stats) + "\n")
+err.write("backend: " + stats["backend"] + "\n")
 '''
 
 
@@ -141,6 +145,7 @@ def scripted_run(model, fake_binary, tmp_path_factory):
     suite = tiny_suite(base / "suite.json", rounds=1, configs=[{"name": "4bit", "label": "4-bit", "experts": 4}], cases=[
         {"name": "loop", "cap": 900, "prompt": "SCRIPT-LOOP please", "raw": True},
         {"name": "after", "cap": 64, "prompt": "plain question", "raw": True},
+        {"name": "device", "cap": 64, "prompt": "SCRIPT-CUDA question", "raw": True},
         {"name": "pelican", "kind": "pelican", "cap": 64, "prompt": "SCRIPT-PELICAN-OK", "raw": True},
         {"name": "pelican-broken", "kind": "pelican", "cap": 64, "prompt": "SCRIPT-PELICAN-BAD", "raw": True}])
     out = base / "run"
@@ -238,6 +243,16 @@ def test_loop_check_stops_a_scripted_looping_answer(scripted_run):
     assert by_case["after"]["status"] == "ok"  # the suite went on
     summary = (scripted_run / "summary.md").read_text()
     assert "stopped by the loop check" in summary
+
+
+def test_cuda_memory_is_the_device_memory_in_use(scripted_run):
+    device = next(r for r in report_of(scripted_run)["samples"] if r["case"] == "device")
+    assert device["status"] == "ok"
+    memory = device["memory"]
+    assert memory["figure"] == "device_used" and memory["figure_bytes"] == 50_000_000_000
+    assert memory["limit_bytes"] == 80_000_000_000 and memory["device_scratch_bytes"] == 2_000_000_000
+    summary = (scripted_run / "summary.md").read_text()
+    assert "GPU memory in use after the answer" in summary and "| 50.00 |" in summary
 
 
 def test_svgs_are_checked_and_invalid_ones_marked(scripted_run):
