@@ -41,7 +41,7 @@ def render_run_readme(report):
     lines += [f"Hardware: {describe(prov['hardware_detail'])}.", "",
               f"The report contains {len(valid)} valid samples of {len(report['samples'])} run "
               f"({len(report.get('plan', []))} planned).", "", "## Setup", "",
-              f"Every sample ran in a fresh process with a {report['settings']['context']}-token context, "
+              f"Every sample ran in a fresh process with a context of {report['settings']['context']} tokens, "
               f"{report['settings']['drafts']} adaptive drafts and an adaptive expert pool; no CPU checks, prefix cache or "
               "developer overrides. Rates exclude loading and store building."]
     if report.get("note"):
