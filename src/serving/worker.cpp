@@ -125,7 +125,10 @@ void Worker::admit_waiting() {
         counters_.active = static_cast<int>(active_.size());
         counters_.queued = static_cast<int>(waiting_.size());
     }
-    for (auto& [r, error] : answered) r.job->channel->reject(std::move(*error));
+    for (auto& [r, error] : answered) {
+        r.job->turn.reset();  // as in finish(): the session is free when the client hears
+        r.job->channel->reject(std::move(*error));
+    }
 }
 
 int64_t Worker::prefill_rows() {
@@ -176,6 +179,9 @@ void Worker::finish(Running& r, const std::string& reason, std::optional<ApiErro
         switcher_.release(r.generator->state());
     }
     if (current_ == r.job.get()) current_ = nullptr;
+    // The writer alone settles a session turn: the worker's share of the pin goes before the
+    // client can see the end, so a retry right after a cancelled turn finds the session free.
+    r.job->turn.reset();
     {
         // Counted out before the client hears the end, so its next request finds the room.
         std::lock_guard lock(mutex_);

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "serving/scripted_backend.h"
+#include "serving/scripted_server.h"
 #include "text/chat_template.h"
 #include "text/tokenizer/tokenizer.h"
 
@@ -22,84 +22,12 @@ namespace {
 
 using Json = nlohmann::json;
 
-const std::string kModelDir = std::string(CHERENKOV_SOURCE_DIR) + "/models/tiny-python";
-
 const char* kTools = R"([{"type":"function","function":{"name":"get_weather","parameters":
     {"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer"}}}}}])";
 
 const char* kCallText =
     "Let me check.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
     "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>";
-
-// A server on a free port whose backend writes `script`.
-class ScriptedServer {
-public:
-    explicit ScriptedServer(const std::string& script, WorkerOptions worker = {},
-                            std::chrono::milliseconds delay = std::chrono::milliseconds(0))
-        : tokenizer_(text::Tokenizer::load_directory(kModelDir)),
-          backend_(tokenizer_.encode(script, true), *tokenizer_.eos_token_id(),
-                   static_cast<int64_t>(tokenizer_.vocab_size())),
-          server_(options()) {
-        backend_.delay = delay;
-        server_.start();
-        ServedModel served(backend_, tokenizer_);
-        served.chat_template = text::ChatTemplate::load_directory(kModelDir);
-        served.eos_ids = {*tokenizer_.eos_token_id()};
-        served.names = {"cherenkov"};
-        served.drafts = 0;
-        server_.set_ready(std::move(served), std::move(worker));
-        client_ = std::make_unique<httplib::Client>("127.0.0.1", server_.port());
-        client_->set_read_timeout(60, 0);
-    }
-
-    static HttpOptions options() {
-        HttpOptions o;
-        o.port = 0;
-        o.max_ctx = 512;
-        return o;
-    }
-
-    Json post(const std::string& path, const Json& body, int expect = 200) {
-        auto res = client_->Post(path.c_str(), body.dump(), "application/json");
-        EXPECT_TRUE(res) << path;
-        if (!res) return {};
-        EXPECT_EQ(res->status, expect) << res->body;
-        return Json::parse(res->body);
-    }
-
-    // The JSON payloads of a stream's events, up to [DONE] (not included).
-    std::vector<Json> stream(const std::string& path, Json body) {
-        body["stream"] = true;
-        auto res = client_->Post(path.c_str(), body.dump(), "application/json");
-        EXPECT_TRUE(res);
-        std::vector<Json> events;
-        if (!res) return events;
-        EXPECT_EQ(res->status, 200) << res->body;
-        size_t at = 0;
-        bool done = false;
-        while ((at = res->body.find("data: ", at)) != std::string::npos) {
-            const size_t end = res->body.find("\n\n", at);
-            const std::string payload = res->body.substr(at + 6, end - at - 6);
-            at = end;
-            if (payload == "[DONE]") {
-                done = true;
-                break;
-            }
-            events.push_back(Json::parse(payload));
-        }
-        EXPECT_TRUE(done);
-        return events;
-    }
-
-    HttpServer& server() { return server_; }
-    const text::Tokenizer& tokenizer() const { return tokenizer_; }
-
-private:
-    text::Tokenizer tokenizer_;
-    testing::ScriptedBackend backend_;
-    HttpServer server_;
-    std::unique_ptr<httplib::Client> client_;
-};
 
 Json chat_with_tools(int max_tokens = 200) {
     return {{"messages", {{{"role", "user"}, {"content", "Weather in Paris?"}}}},
