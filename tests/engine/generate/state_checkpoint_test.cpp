@@ -12,6 +12,7 @@
 #include "base/error.h"
 #include "engine/generate/checkpoint_checks.h"
 #include "engine/model/fixture_engine.h"
+#include "model_data/qwen4_exp/config.h"
 
 namespace cherenkov::testing {
 namespace {
@@ -174,6 +175,83 @@ TEST(StateCheckpoint, SamplersContinueAGivenRandomStream) {
     engine::Generator greedy(engine.model, options);
     greedy.generate(prompt, [](int32_t) { return true; });
     EXPECT_EQ(greedy.sampler().rng(), after);
+}
+
+// What a checkpoint of the Flash shape (docs/qwen4_exp.md §1.2, FN) holds after a prefill of n
+// tokens with MTP drafts on: the fixed recurrent, convolution and PLE states, and per token the
+// K/V, index and block keys of the 12 QSA layers, the pending MTP residual (C·H floats) and the
+// token id. The state is sized as a prefill leaves it (no weights are needed for the sizes); the
+// figures are the checkpoint code's own bytes() (docs/serving.md quotes them).
+TEST(StateCheckpoint, FlashShapeBytesPerToken) {
+    nlohmann::json fn = {
+        {"model_type", "qwen4_exp_text"},
+        {"vocab_size", 248320},
+        {"hidden_size", 2560},
+        {"num_hidden_layers", 48},
+        {"num_attention_heads", 24},
+        {"num_key_value_heads", 2},
+        {"head_dim", 256},
+        {"rms_norm_eps", 1e-6},
+        {"rope_parameters",
+         {{"rope_type", "default"}, {"rope_theta", 1e7}, {"partial_rotary_factor", 0.25}}},
+        {"linear_conv_kernel_dim", 4},
+        {"linear_key_head_dim", 128},
+        {"linear_value_head_dim", 128},
+        {"linear_num_key_heads", 16},
+        {"linear_num_value_heads", 48},
+        {"num_experts", 512},
+        {"num_experts_per_tok", 10},
+        {"moe_intermediate_size", 640},
+        {"shared_expert_intermediate_size", 640},
+        {"full_attention_interval", 4},
+        {"eos_token_id", 248044},
+        {"hc_count", 4},
+        {"hc_lowrank", 320},
+        {"ple_layer_ids", {2}},
+        {"ple_embed_dim", 2560},
+        {"ple_conv_kernel_size", 4},
+        {"ngram_size", 3},
+        {"heads_per_ngram", 8},
+        {"ngram_vocab_size_base", 20000000},
+        {"make_ngram_vocab_size_divisible_by", 128},
+        {"split_ngram_parts", 128},
+        {"indexer_n_heads", 4},
+        {"indexer_kv_heads", 1},
+        {"indexer_head_dim", 128},
+        {"indexer_budget", 2048},
+        {"indexer_compress_ratio", 4},
+        {"output_gate_type", "sigmoid"},
+        {"mtp_num_hidden_layers", 1}};
+    const auto config = model_data::qwen4_exp::parse_config(fn, "fn-config.json");
+    const auto prefilled = [&](int64_t n) {
+        engine::SequenceState s = engine::make_sequence_state(config, 1, 1);
+        for (engine::LayerState& l : s.layers) {
+            engine::AttentionCache& a = l.attention;
+            if (a.kv_width == 0) continue;
+            a.length = n;
+            a.n_block_keys = n / config.indexer->compress_ratio;
+            a.keys.resize(static_cast<size_t>(n * a.kv_width));
+            a.values.resize(static_cast<size_t>(n * a.kv_width));
+            a.index_keys.resize(static_cast<size_t>(n * a.index_width));
+            a.block_keys.resize(static_cast<size_t>(a.n_block_keys * a.index_width));
+        }
+        s.position = n;
+        s.tokens.assign(static_cast<size_t>(n), 1);
+        s.pending_residuals.resize(static_cast<size_t>(n * config.hc_width()));
+        EXPECT_TRUE(engine::mtp_state_complete(s, config));
+        return engine::save_checkpoint(s).bytes();
+    };
+    const uint64_t short_bytes = prefilled(256);
+    const uint64_t long_bytes = prefilled(512);
+    const double per_token = static_cast<double>(long_bytes - short_bytes) / 256.0;
+    const double fixed = static_cast<double>(short_bytes) - 256.0 * per_token;
+    // 12 QSA layers × (K+V 2·2·256 + index 128 + block keys 128/4) floats, C·H = 10240 floats of
+    // residual, one token id.
+    EXPECT_DOUBLE_EQ(per_token, 12.0 * (2 * 2 * 256 + 128 + 32) * 4 + 10240.0 * 4 + 4);
+    // 36 GDN layers × (48·128·128 + 3·10240) floats and one PLE layer's 9·10240: about 112 MiB.
+    EXPECT_NEAR(fixed / (1 << 20), 112.4, 0.5);
+    std::printf("FN checkpoint: %.0f B per token + %.1f MiB fixed (2000 tokens: %.0f MiB)\n",
+                per_token, fixed / (1 << 20), (fixed + 2000 * per_token) / (1 << 20));
 }
 
 }  // namespace
