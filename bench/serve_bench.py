@@ -80,15 +80,16 @@ def stream_once(url, prompt, gen_tokens):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="Engine flags for both bench and serve follow `--`.")
     parser.add_argument("model")
     parser.add_argument("--binary", default=str(REPO / "build" / "cherenkov"))
     parser.add_argument("--prompt-tokens", type=int, default=128)
     parser.add_argument("--gen-tokens", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("flags", nargs=argparse.REMAINDER, help="engine flags after --")
-    args = parser.parse_args()
-    flags = [f for f in args.flags if f != "--"]
+    argv = sys.argv[1:]
+    flags = argv[argv.index("--") + 1:] if "--" in argv else []
+    args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
 
     bench = subprocess.run([args.binary, "bench", args.model, "--prompt-tokens", str(args.prompt_tokens),
                             "--gen-tokens", str(args.gen_tokens), "--drafts", "0", "--repeat", str(args.rounds),
