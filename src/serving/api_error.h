@@ -10,7 +10,7 @@ namespace cherenkov::serving {
 
 class ApiError : public std::runtime_error {
 public:
-    ApiError(int status, std::string message, std::string type, std::string param = "",
+    ApiError(int status, const std::string& message, std::string type, std::string param = "",
              std::string code = "")
         : std::runtime_error(message),
           status_(status),

@@ -420,17 +420,17 @@ struct HttpServer::Impl {
         server.set_error_handler([](const httplib::Request& /*req*/, httplib::Response& res) {
             if (res.body.empty()) send_error(res, status_error(res.status));
         });
-        server.set_exception_handler(
-            [](const httplib::Request& /*req*/, httplib::Response& res, std::exception_ptr ep) {
-                std::string what = "internal error";
-                try {
-                    if (ep) std::rethrow_exception(ep);
-                } catch (const std::exception& e) {
-                    what = e.what();
-                } catch (...) {
-                }
-                send_error(res, ApiError(500, what, "server_error"));
-            });
+        server.set_exception_handler([](const httplib::Request& /*req*/, httplib::Response& res,
+                                        const std::exception_ptr& ep) {
+            std::string what = "internal error";
+            try {
+                if (ep) std::rethrow_exception(ep);
+            } catch (const std::exception& e) {
+                what = e.what();
+            } catch (...) {
+            }
+            send_error(res, ApiError(500, what, "server_error"));
+        });
         server.Post("/v1/chat/completions",
                     [this](const httplib::Request& req, httplib::Response& res) {
                         handle_completion(req, res, Endpoint::Chat);

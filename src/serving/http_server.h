@@ -23,7 +23,7 @@ struct HttpOptions {
     std::string host = "127.0.0.1";
     int port = 8080;  // 0: any free port (port() tells which)
     // Largest request body; larger ones get 413.
-    size_t max_body_bytes = 8 * 1024 * 1024;
+    size_t max_body_bytes = size_t{8} << 20;
     // Seconds a response write may block before the client counts as gone.
     std::chrono::seconds write_timeout{30};
     // Most tokens of prompt, output and draft headroom one request may take.

@@ -34,7 +34,8 @@ const PrefixCache::Entry* PrefixCache::lookup(std::span<const int32_t> prompt, b
     return &entries_.front();
 }
 
-bool PrefixCache::contains(std::span<const int32_t> tokens, Clock::time_point now) {
+bool PrefixCache::covers(std::span<const int32_t> tokens, bool with_logits, bool mtp_complete,
+                         Clock::time_point now) {
     for (auto it = entries_.begin(); it != entries_.end(); ++it) {
         const std::vector<int32_t>& key = it->checkpoint.tokens();
         if (key.size() != tokens.size() || !std::equal(key.begin(), key.end(), tokens.begin())) {
@@ -42,7 +43,7 @@ bool PrefixCache::contains(std::span<const int32_t> tokens, Clock::time_point no
         }
         it->last_used = now;
         entries_.splice(entries_.begin(), entries_, it);
-        return true;
+        return (it->mtp_complete || !mtp_complete) && (!it->logits.empty() || !with_logits);
     }
     return false;
 }
@@ -50,18 +51,22 @@ bool PrefixCache::contains(std::span<const int32_t> tokens, Clock::time_point no
 void PrefixCache::insert(engine::StateCheckpoint checkpoint, std::vector<float> logits,
                          bool mtp_complete, Clock::time_point now) {
     if (!enabled()) return;
+    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+        if (it->checkpoint.tokens() != checkpoint.tokens()) continue;
+        // The same tokens, so the same state: keep what each has that the other lacks.
+        if (logits.empty()) logits = std::move(it->logits);
+        if (it->mtp_complete && !mtp_complete) {
+            checkpoint = std::move(it->checkpoint);
+            mtp_complete = true;
+        }
+        erase(it);
+        break;
+    }
     Entry entry;
     entry.bytes = checkpoint.bytes() + logits.capacity() * sizeof(float);
     if (entry.bytes > options_.max_bytes) {
         ++counters_.oversized;
         return;
-    }
-    const std::vector<int32_t>& key = checkpoint.tokens();
-    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-        if (it->checkpoint.tokens() == key) {
-            erase(it);
-            break;
-        }
     }
     entry.checkpoint = std::move(checkpoint);
     entry.logits = std::move(logits);

@@ -71,16 +71,20 @@ public:
     // expire(). Null (a miss) when none fits or the cache is off.
     const Entry* lookup(std::span<const int32_t> prompt, bool speculating, Clock::time_point now);
 
-    // Whether an entry has exactly these tokens (the worker saves no duplicate; touching it keeps
-    // it recent).
-    bool contains(std::span<const int32_t> tokens, Clock::time_point now);
+    // Whether an entry with exactly these tokens serves every request a new checkpoint of them
+    // would: it has logits if `with_logits`, complete MTP state if `mtp_complete`. The worker then
+    // saves no duplicate (and touching the entry keeps it recent).
+    bool covers(std::span<const int32_t> tokens, bool with_logits, bool mtp_complete,
+                Clock::time_point now);
 
     // Whether a checkpoint of `bytes` could be kept at all (not more than the whole budget).
     bool fits(uint64_t bytes) const { return enabled() && bytes <= options_.max_bytes; }
 
     // Keeps a checkpoint, evicting least recently used entries until the limits hold. One larger
     // than the whole byte budget is not kept (counted as oversized). An entry with the same tokens
-    // is replaced.
+    // (the same state, possibly without the MTP residuals or the logits) becomes one entry with
+    // the better of both: complete MTP state from whichever has it, logits from whichever has
+    // them.
     void insert(engine::StateCheckpoint checkpoint, std::vector<float> logits, bool mtp_complete,
                 Clock::time_point now);
 

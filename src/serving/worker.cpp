@@ -318,18 +318,19 @@ void Worker::save_checkpoint(Running& r) {
     r.saves.erase(r.saves.begin());
     const engine::SequenceState& state = r.generator->state();
     const auto started = std::chrono::steady_clock::now();
-    if (cache_.contains(state.tokens, started)) {
+    const bool complete_prompt = state.position == static_cast<int64_t>(r.job->prompt.size());
+    const bool mtp_complete = engine::mtp_state_complete(state, model_.config());
+    if (cache_.covers(state.tokens, complete_prompt, mtp_complete, started)) {
         publish_cache_counters();
         return;
     }
     engine::StateCheckpoint checkpoint = engine::save_checkpoint(state);
     std::vector<float> logits;
-    if (state.position == static_cast<int64_t>(r.job->prompt.size())) {
+    if (complete_prompt) {
         const std::span<const float> last = r.generator->prompt_logits();
         logits.assign(last.begin(), last.end());
     }
     const uint64_t bytes = checkpoint.bytes() + logits.capacity() * sizeof(float);
-    const bool mtp_complete = engine::mtp_state_complete(state, model_.config());
     if (cache_.fits(bytes)) {
         ++r.cache.cache_checkpoints_saved;
         r.cache.cache_checkpoint_bytes += bytes;

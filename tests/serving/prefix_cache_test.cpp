@@ -82,11 +82,11 @@ TEST(PrefixCache, EvictsLeastRecentlyUsedByEntriesAndBytes) {
     PrefixCache small(options);
     small.insert(checkpoint(iota(4), 256 * 1024), {}, true, now);
     small.insert(checkpoint(iota(4, 50), 256 * 1024), {}, true, now);
-    EXPECT_TRUE(small.contains(iota(4), now));  // now the most recent
+    EXPECT_TRUE(small.covers(iota(4), false, true, now));  // now the most recent
     small.insert(checkpoint(iota(4, 90), 256 * 1024), {}, true, now);
-    EXPECT_TRUE(small.contains(iota(4), now));
-    EXPECT_FALSE(small.contains(iota(4, 50), now));
-    EXPECT_TRUE(small.contains(iota(4, 90), now));
+    EXPECT_TRUE(small.covers(iota(4), false, true, now));
+    EXPECT_FALSE(small.covers(iota(4, 50), false, false, now));
+    EXPECT_TRUE(small.covers(iota(4, 90), false, true, now));
     EXPECT_EQ(small.counters().entries, 2U);
     EXPECT_LE(small.counters().bytes, options.max_bytes);
 
@@ -95,6 +95,27 @@ TEST(PrefixCache, EvictsLeastRecentlyUsedByEntriesAndBytes) {
     small.insert(checkpoint(iota(4, 200), 3 * 256 * 1024), {}, true, now);
     EXPECT_EQ(small.counters().oversized, 1U);
     EXPECT_EQ(small.counters().entries, 2U);
+}
+
+// A state saved by a request that did not speculate lacks the MTP residuals; saved again by one
+// that speculates, the entry gains them, and it keeps the logits either one brought.
+TEST(PrefixCache, EntriesOfTheSameTokensMergeWhatEachHas) {
+    PrefixCache cache(PrefixCacheOptions{});
+    const Clock::time_point now = Clock::now();
+    cache.insert(checkpoint(iota(8)), std::vector<float>(16, 0.5F), false, now);
+    EXPECT_TRUE(cache.covers(iota(8), true, false, now));
+    EXPECT_FALSE(cache.covers(iota(8), false, true, now));  // a speculating request needs more
+    EXPECT_EQ(cache.lookup(iota(8), true, now), nullptr);
+    cache.insert(checkpoint(iota(8), 32), {}, true, now);
+    const PrefixCache::Entry* hit = cache.lookup(iota(8), true, now);
+    ASSERT_NE(hit, nullptr);
+    EXPECT_TRUE(hit->mtp_complete);
+    EXPECT_EQ(hit->logits.size(), 16U);
+    EXPECT_EQ(hit->checkpoint.host.pending_residuals.size(), 32U);
+    // A later incomplete copy does not take the residuals away.
+    cache.insert(checkpoint(iota(8)), {}, false, now);
+    EXPECT_TRUE(cache.covers(iota(8), true, true, now));
+    EXPECT_EQ(cache.counters().entries, 1U);
 }
 
 TEST(PrefixCache, IdleEntriesExpireAndHitsRefreshThem) {
