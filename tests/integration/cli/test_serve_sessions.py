@@ -130,6 +130,21 @@ def test_a_repeated_prompt_reports_cached_tokens_and_identical_output(server, fr
     assert text == reply_of(first)
 
 
+def test_a_sampled_requests_checkpoint_does_not_serve_a_speculating_one(make_server, fresh):
+    # A sampled request keeps no MTP residuals; a greedy one (which drafts) must not start from
+    # its checkpoint, and then saves one it can use.
+    s = make_server()
+    messages = [user("Write a function that merges two sorted lists.")]
+    chat(s, messages, max_tokens=8, temperature=1.0, seed=3)
+    greedy = chat(s, messages, max_tokens=40)
+    assert greedy["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+    assert greedy["timings"]["drafts_proposed"] > 0
+    assert reply_of(greedy) == reply_of(chat(fresh, messages, max_tokens=40))
+    again = chat(s, messages, max_tokens=40)
+    assert again["usage"]["prompt_tokens_details"]["cached_tokens"] == again["usage"]["prompt_tokens"]
+    assert reply_of(again) == reply_of(greedy)
+
+
 def test_a_shared_long_prefix_is_restored_and_the_text_is_unchanged(make_server, fresh, run_cli, store):
     shared = (MODEL / "heldout_sample.txt").read_text()[:2500]
     s = make_server("--prefix-cache-interval", "128")
