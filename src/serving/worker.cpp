@@ -28,7 +28,10 @@ std::string finish_reason(const std::string& stop_reason, bool has_calls) {
 Worker::Worker(engine::ModelBackend& model, WorkerOptions options)
     : model_(model),
       options_(std::move(options)),
-      switcher_(model_, options_.max_ctx),
+      // A set of device caches per running request while the device has room, so interleaving
+      // costs no copies; past that, switching parks states in host memory.
+      switcher_(model_, options_.max_ctx,
+                options_.cache_sets > 0 ? options_.cache_sets : options_.max_active),
       cache_(options_.prefix_cache),
       chunk_target_(std::min<int64_t>(128, options_.prefill_quantum)) {
     counters_.prefill_chunk_tokens = chunk_target_;
@@ -178,7 +181,6 @@ void Worker::finish(Running& r, const std::string& reason, std::optional<ApiErro
         frame.timings.drafts_accepted = s.drafts_accepted[0] + s.drafts_accepted[1];
         switcher_.release(r.generator->state());
     }
-    if (current_ == r.job.get()) current_ = nullptr;
     // The writer alone settles a session turn: the worker's share of the pin goes before the
     // client can see the end, so a retry right after a cancelled turn finds the session free.
     r.job->turn.reset();
@@ -205,19 +207,9 @@ bool Worker::step(Running& r) {
         return false;
     }
     try {
-        // The request that held the caches parks them, unless it is this one.
-        if (current_ != &job) {
-            for (Running& other : active_) {
-                if (other.job.get() == current_ && other.generator) {
-                    switcher_.park(other.generator->state(), other.parked);
-                    std::lock_guard lock(mutex_);
-                    ++counters_.switches;
-                }
-            }
-            current_ = &job;
-        }
+        r.last_step = ++steps_;
         if (!r.generator) start_generation(r);
-        switcher_.activate(r.generator->state(), r.parked);
+        hold_caches(r, r.generator->state());
 
         const bool prefill = r.generator->prompt_remaining() > 0;
         const int64_t paced = prefill ? prefill_rows() : 0;
@@ -265,12 +257,26 @@ bool Worker::step(Running& r) {
     }
 }
 
+void Worker::hold_caches(Running& r, engine::SequenceState& state) {
+    while (!switcher_.try_activate(state, r.parked)) {
+        Running* oldest = nullptr;
+        for (Running& other : active_) {
+            if (&other == &r || !other.generator || !other.generator->state().backend) continue;
+            if (oldest == nullptr || other.last_step < oldest->last_step) oldest = &other;
+        }
+        CHERENKOV_ASSERT(oldest != nullptr, "every set of caches is held, but by no request");
+        switcher_.park(oldest->generator->state(), oldest->parked);
+        std::lock_guard lock(mutex_);
+        ++counters_.switches;
+    }
+}
+
 void Worker::start_generation(Running& r) {
     Job& job = *r.job;
     job.generation.keep_prompt_logits = cache_.enabled();
     r.generator = std::make_unique<engine::Generator>(model_, job.generation);
     std::optional<engine::SequenceState> state = switcher_.new_state(job.generation.max_ctx);
-    switcher_.activate(*state, r.parked);
+    hold_caches(r, *state);
     try {
         const auto started = std::chrono::steady_clock::now();
         const PrefixCache::Entry* hit =

@@ -32,7 +32,11 @@
 namespace cherenkov::serving {
 
 struct WorkerOptions {
-    int max_active = 2;   // requests interleaved at once
+    int max_active = 2;  // requests interleaved at once
+    // Sets of backend caches (device memory on CUDA) the running requests share; 0: one per
+    // active request (as many as the device has room for). With fewer, switching between
+    // requests parks states in host memory.
+    int cache_sets = 0;
     int max_queued = 16;  // requests waiting for admission; more get 503
     int64_t max_ctx = 4096;
     // Admitted requests' reservations must fit in this (0: no limit).
@@ -106,9 +110,13 @@ private:
         double queued_seconds = 0.0;
         std::vector<int64_t> saves;  // prompt positions still to checkpoint, ascending
         Timings cache;               // the cache_* figures of its Timings
+        uint64_t last_step = 0;      // when it last ran (the worker's step count)
     };
 
     void run();
+    // Gives `state` (r's) a set of backend caches, parking the request that ran least recently
+    // when every set is held.
+    void hold_caches(Running& r, engine::SequenceState& state);
     // Creates the request's generator on a fresh state, restoring the longest cached prefix of
     // its prompt, and plans the checkpoints it will save.
     void start_generation(Running& r);
@@ -139,9 +147,9 @@ private:
 
     // Worker thread only.
     std::vector<Running> active_;
-    size_t next_ = 0;               // round-robin position in active_
-    const Job* current_ = nullptr;  // the request whose state holds the backend caches
-    int64_t chunk_target_ = 0;      // paced prefill chunk, rows
+    size_t next_ = 0;           // round-robin position in active_
+    uint64_t steps_ = 0;        // steps run, for least-recently-run parking
+    int64_t chunk_target_ = 0;  // paced prefill chunk, rows
 
     std::thread thread_;
 };

@@ -136,8 +136,11 @@ TEST(HttpServer, StopStringsAcrossTokensInJsonAndStream) {
 TEST(HttpServer, InterleavedRequestsSwitchStatesAndEachGetsItsScript) {
     std::string script;
     for (int i = 0; i < 60; ++i) script += "word" + std::to_string(i) + " ";
-    // Slow enough that the two requests overlap.
-    ScriptedServer s(script, WorkerOptions{}, std::chrono::milliseconds(2));
+    // One set of caches for two requests: every switch parks one. Slow enough that the two
+    // requests overlap.
+    WorkerOptions worker;
+    worker.cache_sets = 1;
+    ScriptedServer s(script, worker, std::chrono::milliseconds(2));
     Json results[2];
     std::thread threads[2];
     for (int i = 0; i < 2; ++i) {

@@ -98,6 +98,26 @@ TEST(Worker, CancelBeforeAdmissionAnswers499AndALoneRequestIsNeverParked) {
     EXPECT_EQ(worker.counters().switches, 0U);
 }
 
+TEST(Worker, EachRunningRequestHoldsItsOwnCachesSoInterleavingParksNothing) {
+    std::string script;
+    for (int i = 0; i < 100; ++i) script += " w" + std::to_string(i);
+    Fixture f(script);
+    f.backend.delay = std::chrono::milliseconds(1);
+    Worker worker(f.backend, WorkerOptions{});  // two active requests, two sets of caches
+    std::vector<std::shared_ptr<RequestChannel>> channels;
+    for (const char* id : {"a", "b"}) {
+        std::unique_ptr<Job> j = f.job(id, 80, false);
+        channels.push_back(j->channel);
+        worker.submit(std::move(j));
+    }
+    for (auto& c : channels) {
+        ASSERT_EQ(c->wait_admission(nullptr), Admission::Admitted);
+        const std::vector<Frame> frames = drain(*c);
+        EXPECT_EQ(frames.back().usage.completion_tokens, 80);
+    }
+    EXPECT_EQ(worker.counters().switches, 0U);
+}
+
 TEST(Worker, ReservationsWaitForRoomAndOversizedRequestsGet503) {
     Fixture f("a b c d e f g h");
     WorkerOptions options;

@@ -1,14 +1,20 @@
 #include "engine/generate/sequence_switcher.h"
 
+#include <algorithm>
+
 #include "base/error.h"
+#include "base/log.h"
 
 namespace cherenkov::engine {
 
-SequenceSwitcher::SequenceSwitcher(ModelBackend& model, int64_t max_ctx)
-    : model_(model), max_ctx_(max_ctx) {
+SequenceSwitcher::SequenceSwitcher(ModelBackend& model, int64_t max_ctx, int max_sets)
+    : model_(model), max_ctx_(max_ctx), max_sets_(std::max(max_sets, 1)) {
     fresh_ = model_.new_sequence(max_ctx_);
     shares_ = static_cast<bool>(fresh_.backend);
-    spare_ = std::move(fresh_.backend);
+    if (shares_) {
+        spare_.push_back(std::move(fresh_.backend));
+        sets_ = 1;
+    }
     fresh_.backend = BackendStateHandle();
 }
 
@@ -21,30 +27,51 @@ SequenceState SequenceSwitcher::new_state(int64_t max_ctx) const {
     return fresh_;
 }
 
-void SequenceSwitcher::activate(SequenceState& state, const ParkedCaches& parked) {
-    if (!shares_ || state.backend) return;
-    CHERENKOV_ASSERT(static_cast<bool>(spare_),
-                     "activate() while another sequence holds the caches");
-    if (parked.fresh) {
-        spare_.get()->reset();
-    } else {
-        spare_.get()->restore(parked.bytes);
+bool SequenceSwitcher::try_activate(SequenceState& state, const ParkedCaches& parked) {
+    if (!shares_ || state.backend) return true;
+    if (spare_.empty() && sets_ < max_sets_) {
+        // Another set while the device has room; once an allocation fails, switching takes over.
+        try {
+            spare_.push_back(std::move(model_.new_sequence(max_ctx_).backend));
+            ++sets_;
+        } catch (const Error& e) {
+            log_info("engine", "no room for another set of sequence caches (" +
+                                   std::to_string(sets_) + " made): " + e.what());
+            max_sets_ = sets_;
+        }
     }
-    state.backend = std::move(spare_);
-    spare_ = BackendStateHandle();
+    if (spare_.empty()) return false;
+    BackendStateHandle caches = std::move(spare_.back());
+    spare_.pop_back();
+    try {
+        if (parked.fresh) {
+            caches.get()->reset();
+        } else {
+            caches.get()->restore(parked.bytes);
+        }
+    } catch (...) {
+        spare_.push_back(std::move(caches));
+        throw;
+    }
+    state.backend = std::move(caches);
+    return true;
+}
+
+void SequenceSwitcher::activate(SequenceState& state, const ParkedCaches& parked) {
+    CHERENKOV_ASSERT(try_activate(state, parked), "activate() while every set of caches is held");
 }
 
 void SequenceSwitcher::park(SequenceState& state, ParkedCaches& parked) {
     if (!shares_ || !state.backend) return;
     state.backend.get()->save(parked.bytes);
     parked.fresh = false;
-    spare_ = std::move(state.backend);
+    spare_.push_back(std::move(state.backend));
     state.backend = BackendStateHandle();
 }
 
 void SequenceSwitcher::release(SequenceState& state) {
     if (!shares_ || !state.backend) return;
-    spare_ = std::move(state.backend);
+    spare_.push_back(std::move(state.backend));
     state.backend = BackendStateHandle();
 }
 
