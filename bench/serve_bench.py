@@ -89,9 +89,12 @@ def stream_once(url, prompt, gen_tokens):
             if event.get("usage"):
                 usage = event["usage"]
     tokens = usage["completion_tokens"]
-    client_rate = (tokens - 1) / (last - first) if last and first and last > first else 0.0
+    # A model whose vocabulary outruns its tokenizer's (a synthetic store) emits ids without text:
+    # then the client-side figures are left out (nan) and the server's timings still count.
+    client_rate = (tokens - 1) / (last - first) if last and first and last > first else float("nan")
     server_rate = (tokens - 1) / timings["decode_seconds"] if timings["decode_seconds"] > 0 else 0.0
-    return first - start, client_rate, server_rate, tokens, start, time.monotonic()
+    ttft = first - start if first else float("nan")
+    return ttft, client_rate, server_rate, tokens, start, time.monotonic()
 
 
 def main():
