@@ -12,10 +12,14 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "engine/generate/context_budget.h"
+#include "serving/anthropic/messages_format.h"
+#include "serving/anthropic/messages_request.h"
 #include "serving/completion_format.h"
+#include "serving/completion_reply.h"
 #include "serving/completion_request.h"
 #include "serving/prompt.h"
 #include "serving/session_api.h"
+#include "serving/web_assets.h"
 
 namespace cherenkov::serving {
 namespace {
@@ -29,6 +33,27 @@ void send_json(httplib::Response& res, int status, const Json& body) {
 
 void send_error(httplib::Response& res, const ApiError& error) {
     send_json(res, error.status(), error.body());
+}
+
+// The APIs that generate text: each parses its body into a CompletionRequest and answers in its
+// own wire format (a ReplyFormat); everything between is shared.
+enum class Api { Chat, Completion, Messages };
+
+// Anthropic's routes answer errors in Anthropic's shape, whoever finds the error.
+bool anthropic_route(const httplib::Request& req) {
+    return req.path == "/v1/messages" || req.path.rfind("/v1/messages/", 0) == 0;
+}
+
+Json error_body(Api api, const ApiError& error) {
+    return api == Api::Messages ? anthropic::error_json(error) : error.body();
+}
+
+void send_error(httplib::Response& res, Api api, const ApiError& error) {
+    send_json(res, error.status(), error_body(api, error));
+}
+
+Api route_api(const httplib::Request& req) {
+    return anthropic_route(req) ? Api::Messages : Api::Chat;
 }
 
 // The error body for a status httplib set itself (unknown route, body too large, ...).
@@ -220,14 +245,43 @@ struct HttpServer::Impl {
         }
     }
 
-    void handle_completion(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
+    static CompletionRequest parse_request(Api api, const std::string& body) {
+        switch (api) {
+            case Api::Chat: return parse_completion_request(body, Endpoint::Chat);
+            case Api::Completion: return parse_completion_request(body, Endpoint::Completion);
+            case Api::Messages: return anthropic::parse_messages_request(body);
+        }
+        throw ApiError(500, "unknown API", "server_error");
+    }
+
+    std::unique_ptr<ReplyFormat> make_reply(Api api, const CompletionRequest& request,
+                                            const std::string& request_id,
+                                            int64_t prompt_tokens) const {
+        const std::string model = request.model.empty() ? served->names.front() : request.model;
+        if (api == Api::Messages) {
+            return std::make_unique<anthropic::MessagesReply>(
+                anthropic::MessagesContext{"msg_" + request_id, model, prompt_tokens});
+        }
+        ResponseContext context;
+        context.endpoint = request.endpoint;
+        context.id = (request.endpoint == Endpoint::Chat ? "chatcmpl-" : "cmpl-") + request_id;
+        context.model = model;
+        context.created = unix_seconds();
+        context.tokenizer = &served->tokenizer;
+        context.logprobs = request.logprobs;
+        context.include_usage = request.include_usage;
+        return std::make_unique<CompletionReply>(std::move(context));
+    }
+
+    void handle_generation(const httplib::Request& req, httplib::Response& res, Api api) {
         if (!ready.load(std::memory_order_acquire)) {
-            send_error(res, ApiError(503, "the model is loading", "server_error", "", "loading"));
+            send_error(res, api,
+                       ApiError(503, "the model is loading", "server_error", "", "loading"));
             return;
         }
         std::shared_ptr<RequestChannel> channel;
         try {
-            const CompletionRequest request = parse_completion_request(req.body, endpoint);
+            const CompletionRequest request = parse_request(api, req.body);
             // A missing session is 404, a busy one 409, before the request id is taken.
             std::shared_ptr<SessionTurn> turn;
             if (!request.session_id.empty()) {
@@ -240,23 +294,18 @@ struct HttpServer::Impl {
             channel->set_on_cancel([this] {
                 if (worker) worker->poke();
             });
-            ResponseContext context;
-            context.endpoint = endpoint;
-            context.id = (endpoint == Endpoint::Chat ? "chatcmpl-" : "cmpl-") + channel->id();
-            context.model = request.model.empty() ? served->names.front() : request.model;
-            context.created = unix_seconds();
-            context.tokenizer = &served->tokenizer;
-            context.logprobs = request.logprobs;
-            context.include_usage = request.include_usage;
-            worker->submit(build_job(request, channel, turn));
+            std::unique_ptr<Job> job = build_job(request, channel, turn);
+            std::unique_ptr<ReplyFormat> reply =
+                make_reply(api, request, channel->id(), static_cast<int64_t>(job->prompt.size()));
+            worker->submit(std::move(job));
             std::optional<ApiError> rejection;
             if (channel->wait_admission(&rejection) == Admission::Rejected) {
                 unregister(channel);
-                send_error(res, *rejection);
+                send_error(res, api, *rejection);
                 return;
             }
             if (request.stream) {
-                stream(res, std::move(channel), context, std::move(turn));
+                stream(res, std::move(channel), std::move(reply), std::move(turn));
                 return;
             }
             for (;;) {
@@ -265,68 +314,61 @@ struct HttpServer::Impl {
                 settle(*frame, *channel, turn.get());
                 unregister(channel);
                 if (frame->error) {
-                    send_error(res, *frame->error);
+                    send_json(res, frame->error->status(), reply->error_body(*frame->error));
                 } else {
-                    send_json(res, 200, full_response(context, *frame));
+                    send_json(res, 200, reply->response(*frame));
                 }
                 return;
             }
         } catch (const ApiError& e) {
             if (channel) unregister(channel);
-            send_error(res, e);
+            send_error(res, api, e);
         } catch (const std::exception& e) {
             if (channel) unregister(channel);
             log_error("serve", std::string("request failed: ") + e.what());
-            send_error(res, ApiError(500, e.what(), "server_error"));
+            send_error(res, api, ApiError(500, e.what(), "server_error"));
         }
     }
 
-    // Server-sent events: a chunk per frame, the closing chunks, then [DONE]. A failed write (the
-    // client went away, or stayed blocked past the write timeout) cancels the request.
+    // Server-sent events in the request's wire format: the opening events, one piece per frame,
+    // then the closing (or error) events. A failed write (the client went away, or stayed blocked
+    // past the write timeout) cancels the request.
     void stream(httplib::Response& res, std::shared_ptr<RequestChannel> channel,
-                ResponseContext context, std::shared_ptr<SessionTurn> turn) {
+                std::unique_ptr<ReplyFormat> reply, std::shared_ptr<SessionTurn> turn) {
         res.set_header("Cache-Control", "no-cache");
         struct State {
             Impl* server;
             std::shared_ptr<RequestChannel> channel;
-            ResponseContext context;
+            std::unique_ptr<ReplyFormat> reply;
             std::shared_ptr<SessionTurn> turn;
             bool opened = false;
         };
         auto state = std::make_shared<State>(
-            State{this, std::move(channel), std::move(context), std::move(turn)});
+            State{this, std::move(channel), std::move(reply), std::move(turn)});
         res.set_chunked_content_provider(
             "text/event-stream",
             [state](size_t /*offset*/, httplib::DataSink& sink) {
                 const auto write = [&](const std::string& text) {
-                    if (sink.write(text.data(), text.size())) return true;
+                    if (text.empty() || sink.write(text.data(), text.size())) return true;
                     state->channel->cancel();
                     return false;
                 };
                 if (!state->opened) {
                     state->opened = true;
-                    if (state->context.endpoint == Endpoint::Chat &&
-                        !write(sse_event(opening_chunk(state->context)))) {
-                        return false;
-                    }
+                    if (!write(state->reply->stream_open())) return false;
                 }
                 std::optional<Frame> frame =
                     state->channel->next_frame(std::chrono::milliseconds(250));
-                if (!frame) return true;
-                if (!frame->final)
-                    return write(sse_event(delta_chunk(state->context, frame->delta)));
+                if (!frame) return write(state->reply->stream_idle(std::chrono::steady_clock::now()));
+                if (!frame->final) return write(state->reply->stream_delta(frame->delta));
                 settle(*frame, *state->channel, state->turn.get());
                 state->turn.reset();
                 // The id is free once the client can see the end (the releaser repeats this).
                 state->server->unregister(state->channel);
-                if (frame->error) {
-                    if (!write(sse_event(frame->error->body()))) return false;
-                } else {
-                    for (const Json& chunk : closing_chunks(state->context, *frame)) {
-                        if (!write(sse_event(chunk))) return false;
-                    }
+                if (!write(frame->error ? state->reply->stream_error(*frame->error)
+                                        : state->reply->stream_close(*frame))) {
+                    return false;
                 }
-                if (!write("data: [DONE]\n\n")) return false;
                 sink.done();
                 return true;
             },
@@ -337,6 +379,24 @@ struct HttpServer::Impl {
                 state->turn.reset();
                 unregister(state->channel);
             });
+    }
+
+    // POST /v1/messages/count_tokens: the prompt's token count for a Messages body, as the
+    // chat template renders it (tools included); nothing is generated.
+    void handle_count_tokens(const httplib::Request& req, httplib::Response& res) {
+        if (!ready.load(std::memory_order_acquire)) {
+            send_error(res, Api::Messages,
+                       ApiError(503, "the model is loading", "server_error", "", "loading"));
+            return;
+        }
+        try {
+            const CompletionRequest request =
+                anthropic::parse_messages_request(req.body, {.require_max_tokens = false});
+            const PromptTokens prompt = prompt_tokens(request, request.messages, *served);
+            send_json(res, 200, {{"input_tokens", prompt.tokens.size()}});
+        } catch (const ApiError& e) {
+            send_error(res, Api::Messages, e);
+        }
     }
 
     void handle_cancel(const httplib::Request& req, httplib::Response& res) {
@@ -412,15 +472,15 @@ struct HttpServer::Impl {
             // Bodies must come with their length: chunked uploads are refused before any read.
             if ((req.method == "POST" || req.method == "PUT" || req.method == "PATCH") &&
                 !req.has_header("Content-Length")) {
-                send_error(res, status_error(411));
+                send_error(res, route_api(req), status_error(411));
                 return httplib::Server::HandlerResponse::Handled;
             }
             return httplib::Server::HandlerResponse::Unhandled;
         });
-        server.set_error_handler([](const httplib::Request& /*req*/, httplib::Response& res) {
-            if (res.body.empty()) send_error(res, status_error(res.status));
+        server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+            if (res.body.empty()) send_error(res, route_api(req), status_error(res.status));
         });
-        server.set_exception_handler([](const httplib::Request& /*req*/, httplib::Response& res,
+        server.set_exception_handler([](const httplib::Request& req, httplib::Response& res,
                                         const std::exception_ptr& ep) {
             std::string what = "internal error";
             try {
@@ -429,15 +489,22 @@ struct HttpServer::Impl {
                 what = e.what();
             } catch (...) {
             }
-            send_error(res, ApiError(500, what, "server_error"));
+            send_error(res, route_api(req), ApiError(500, what, "server_error"));
         });
         server.Post("/v1/chat/completions",
                     [this](const httplib::Request& req, httplib::Response& res) {
-                        handle_completion(req, res, Endpoint::Chat);
+                        handle_generation(req, res, Api::Chat);
                     });
         server.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-            handle_completion(req, res, Endpoint::Completion);
+            handle_generation(req, res, Api::Completion);
         });
+        server.Post("/v1/messages", [this](const httplib::Request& req, httplib::Response& res) {
+            handle_generation(req, res, Api::Messages);
+        });
+        server.Post("/v1/messages/count_tokens",
+                    [this](const httplib::Request& req, httplib::Response& res) {
+                        handle_count_tokens(req, res);
+                    });
         server.Post("/v1/sessions", [this](const httplib::Request& req, httplib::Response& res) {
             handle_create_session(req, res);
         });
@@ -476,6 +543,21 @@ struct HttpServer::Impl {
             }
             send_json(res, 200, model_entry(id));
         });
+        // The chat page (src/serving/web/), served from the binary, also while the model loads.
+        for (const std::string_view path : {std::string_view("/"), std::string_view("/index.html"),
+                                             std::string_view("/app.js"),
+                                             std::string_view("/style.css")}) {
+            const WebAsset* asset = find_web_asset(path);
+            if (asset == nullptr) continue;
+            server.Get(std::string(path), [asset](const httplib::Request&, httplib::Response& res) {
+                res.set_header("Cache-Control", "no-cache");
+                res.set_header("X-Content-Type-Options", "nosniff");
+                res.set_header("Content-Security-Policy",
+                               "default-src 'self'; img-src 'self' data:; base-uri 'none'; "
+                               "frame-ancestors 'none'");
+                res.set_content(std::string(asset->bytes), std::string(asset->content_type));
+            });
+        }
         server.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
             if (ready.load(std::memory_order_acquire)) {
                 send_json(res, 200, {{"status", "ok"}});

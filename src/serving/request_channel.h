@@ -51,6 +51,7 @@ struct Frame {
     bool final = false;
     // Final frames:
     std::string finish_reason;  // stop, length, tool_calls, cancelled; empty with an error
+    std::string stop_sequence;  // the stop string that ended the text (finish_reason stop)
     std::optional<ApiError> error;
     std::string content;
     std::vector<text::ToolCall> calls;

@@ -45,6 +45,8 @@ public:
     OutputDelta take();
 
     bool stop_matched() const { return stop_.matched(); }
+    // The stop string that ended the text; empty when none did.
+    const std::string& stop_sequence() const { return stop_.matched_stop(); }
     const std::string& content() const { return content_; }
     const std::vector<text::ToolCall>& calls() const { return calls_; }
     const std::vector<std::string>& diagnostics() const { return diagnostics_; }

@@ -9,9 +9,17 @@ std::string StopStrings::push(std::string_view text) {
     held_.append(text);
     // The earliest match wins; among matches at one place, any cuts the same text.
     size_t cut = std::string::npos;
-    for (const std::string& stop : stops_) cut = std::min(cut, held_.find(stop));
+    const std::string* first = nullptr;
+    for (const std::string& stop : stops_) {
+        const size_t at = held_.find(stop);
+        if (at < cut) {
+            cut = at;
+            first = &stop;
+        }
+    }
     if (cut != std::string::npos) {
         matched_ = true;
+        matched_stop_ = *first;
         std::string out = held_.substr(0, cut);
         held_.clear();
         return out;

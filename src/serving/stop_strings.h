@@ -20,11 +20,15 @@ public:
     std::string finish();
 
     bool matched() const { return matched_; }
+    // The stop string that matched (the first given among those matching at the cut); empty
+    // before a match.
+    const std::string& matched_stop() const { return matched_stop_; }
 
 private:
     std::vector<std::string> stops_;
     std::string held_;  // released text never contains a match; this tail might start one
     bool matched_ = false;
+    std::string matched_stop_;
 };
 
 }  // namespace cherenkov::serving

@@ -152,6 +152,7 @@ void Worker::finish(Running& r, const std::string& reason, std::optional<ApiErro
     }
     frame.error = std::move(error);
     frame.content = r.job->text->content();
+    frame.stop_sequence = r.job->text->stop_sequence();
     frame.calls = r.job->text->calls();
     frame.logprobs = r.job->text->logprobs();
     for (const std::string& line : r.job->text->diagnostics()) {
