@@ -359,7 +359,9 @@ struct HttpServer::Impl {
                 }
                 std::optional<Frame> frame =
                     state->channel->next_frame(std::chrono::milliseconds(250));
-                if (!frame) return write(state->reply->stream_idle(std::chrono::steady_clock::now()));
+                if (!frame) {
+                    return write(state->reply->stream_idle(std::chrono::steady_clock::now()));
+                }
                 if (!frame->final) return write(state->reply->stream_delta(frame->delta));
                 settle(*frame, *state->channel, state->turn.get());
                 state->turn.reset();
@@ -480,17 +482,17 @@ struct HttpServer::Impl {
         server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
             if (res.body.empty()) send_error(res, route_api(req), status_error(res.status));
         });
-        server.set_exception_handler([](const httplib::Request& req, httplib::Response& res,
-                                        const std::exception_ptr& ep) {
-            std::string what = "internal error";
-            try {
-                if (ep) std::rethrow_exception(ep);
-            } catch (const std::exception& e) {
-                what = e.what();
-            } catch (...) {
-            }
-            send_error(res, route_api(req), ApiError(500, what, "server_error"));
-        });
+        server.set_exception_handler(
+            [](const httplib::Request& req, httplib::Response& res, const std::exception_ptr& ep) {
+                std::string what = "internal error";
+                try {
+                    if (ep) std::rethrow_exception(ep);
+                } catch (const std::exception& e) {
+                    what = e.what();
+                } catch (...) {
+                }
+                send_error(res, route_api(req), ApiError(500, what, "server_error"));
+            });
         server.Post("/v1/chat/completions",
                     [this](const httplib::Request& req, httplib::Response& res) {
                         handle_generation(req, res, Api::Chat);
@@ -544,20 +546,18 @@ struct HttpServer::Impl {
             send_json(res, 200, model_entry(id));
         });
         // The chat page (src/serving/web/), served from the binary, also while the model loads.
-        for (const std::string_view path : {std::string_view("/"), std::string_view("/index.html"),
-                                             std::string_view("/app.js"),
-                                             std::string_view("/style.css")}) {
-            const WebAsset* asset = find_web_asset(path);
-            if (asset == nullptr) continue;
-            server.Get(std::string(path), [asset](const httplib::Request&, httplib::Response& res) {
+        const auto serve_asset = [this](const std::string& path, const WebAsset& asset) {
+            server.Get(path, [&asset](const httplib::Request&, httplib::Response& res) {
                 res.set_header("Cache-Control", "no-cache");
                 res.set_header("X-Content-Type-Options", "nosniff");
                 res.set_header("Content-Security-Policy",
                                "default-src 'self'; img-src 'self' data:; base-uri 'none'; "
                                "frame-ancestors 'none'");
-                res.set_content(std::string(asset->bytes), std::string(asset->content_type));
+                res.set_content(std::string(asset.bytes), std::string(asset.content_type));
             });
-        }
+        };
+        for (const WebAsset& asset : web_assets()) serve_asset(std::string(asset.path), asset);
+        if (const WebAsset* index = find_web_asset("/")) serve_asset("/", *index);
         server.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
             if (ready.load(std::memory_order_acquire)) {
                 send_json(res, 200, {{"status", "ok"}});

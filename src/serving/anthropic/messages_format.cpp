@@ -14,10 +14,12 @@ std::string dump(const Json& value) {
 Json tool_use_block(const text::ToolCall& call, bool with_input) {
     Json input = Json::object();
     if (with_input && call.argument_values.is_object()) {
-        input = Json::parse(call.argument_values.dump(-1, ' ', false,
-                                                      Json::error_handler_t::replace));
+        input =
+            Json::parse(call.argument_values.dump(-1, ' ', false, Json::error_handler_t::replace));
     }
-    return {{"type", "tool_use"}, {"id", tool_use_id(call.id)}, {"name", call.name},
+    return {{"type", "tool_use"},
+            {"id", tool_use_id(call.id)},
+            {"name", call.name},
             {"input", std::move(input)}};
 }
 
@@ -109,9 +111,10 @@ std::string MessagesReply::stream_delta(const OutputDelta& delta) {
                                              {"content_block", {{"type", "text"}, {"text", ""}}}});
         ++blocks_;
     }
-    out += event("content_block_delta", {{"type", "content_block_delta"},
-                                         {"index", blocks_ - 1},
-                                         {"delta", {{"type", "text_delta"}, {"text", delta.content}}}});
+    out += event("content_block_delta",
+                 {{"type", "content_block_delta"},
+                  {"index", blocks_ - 1},
+                  {"delta", {{"type", "text_delta"}, {"text", delta.content}}}});
     return out;
 }
 
@@ -119,7 +122,8 @@ std::string MessagesReply::stream_close(const Frame& final) {
     std::string out = stream_delta(final.delta);
     if (text_open_) {
         text_open_ = false;
-        out += event("content_block_stop", {{"type", "content_block_stop"}, {"index", blocks_ - 1}});
+        out +=
+            event("content_block_stop", {{"type", "content_block_stop"}, {"index", blocks_ - 1}});
     }
     for (const text::ToolCall& call : final.calls) {
         const int index = blocks_++;
@@ -133,13 +137,13 @@ std::string MessagesReply::stream_close(const Frame& final) {
         out += event("content_block_stop", {{"type", "content_block_stop"}, {"index", index}});
     }
     const std::string reason = stop_reason(final);
-    out += event("message_delta",
-                 {{"type", "message_delta"},
-                  {"delta",
-                   {{"stop_reason", reason},
-                    {"stop_sequence",
-                     reason == "stop_sequence" ? Json(final.stop_sequence) : Json()}}},
-                  {"usage", usage_json(final.usage)}});
+    out += event(
+        "message_delta",
+        {{"type", "message_delta"},
+         {"delta",
+          {{"stop_reason", reason},
+           {"stop_sequence", reason == "stop_sequence" ? Json(final.stop_sequence) : Json()}}},
+         {"usage", usage_json(final.usage)}});
     return out + event("message_stop", {{"type", "message_stop"}});
 }
 

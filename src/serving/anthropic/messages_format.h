@@ -54,8 +54,8 @@ private:
     std::string event(const char* name, const nlohmann::json& data);
 
     MessagesContext context_;
-    int blocks_ = 0;            // content blocks started
-    bool text_open_ = false;    // block 0 is text and not yet stopped
+    int blocks_ = 0;          // content blocks started
+    bool text_open_ = false;  // block 0 is text and not yet stopped
     std::chrono::steady_clock::time_point last_write_ = std::chrono::steady_clock::now();
 };
 

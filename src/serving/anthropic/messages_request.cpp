@@ -75,8 +75,9 @@ void check_citations(const Json& block, const std::string& path) {
     }
     if (type == "thinking" || type == "redacted_thinking") {
         throw_bad_field(path + ".type",
-                        type + " blocks are not supported: the template is rendered with "
-                               "thinking off",
+                        type +
+                            " blocks are not supported: the template is rendered with "
+                            "thinking off",
                         "unsupported_parameter");
     }
     throw_bad_field(path + ".type", "unsupported content block type '" + type + "'",
@@ -255,9 +256,9 @@ std::vector<std::string> parse_stop_sequences(const Json& value) {
 // The text layer names OpenAI's paths ("tools[0].function.parameters.properties"); a client of
 // this endpoint wrote "tools[0].input_schema.properties".
 std::string anthropic_path(std::string message) {
-    for (const auto& [from, to] : {std::pair<std::string_view, std::string_view>{
-                                       ".function.parameters", ".input_schema"},
-                                   {".function.", "."}}) {
+    for (const auto& [from, to] :
+         {std::pair<std::string_view, std::string_view>{".function.parameters", ".input_schema"},
+          {".function.", "."}}) {
         for (size_t pos = message.find(from); pos != std::string::npos;
              pos = message.find(from, pos + to.size())) {
             message.replace(pos, from.size(), to);
@@ -317,9 +318,8 @@ text::ToolChoice parse_tool_choice(const Json& choice) {
                             "tool (use \"auto\" or \"none\")",
                         "unsupported_parameter");
     }
-    throw_bad_field("tool_choice.type",
-                    "must be \"auto\", \"none\", \"any\" or \"tool\", got '" + type.substr(0, 40) +
-                        "'");
+    throw_bad_field("tool_choice.type", "must be \"auto\", \"none\", \"any\" or \"tool\", got '" +
+                                            type.substr(0, 40) + "'");
 }
 
 void parse_tools(const Json& json, CompletionRequest& request) {
@@ -337,8 +337,8 @@ void parse_tools(const Json& json, CompletionRequest& request) {
 
 void check_fields(const Json& json) {
     static const std::set<std::string, std::less<>> kKnown = {
-        "model",          "messages", "system", "max_tokens", "temperature", "top_p",
-        "top_k",          "stream",   "tools",  "tool_choice", "stop_sequences"};
+        "model", "messages", "system", "max_tokens",  "temperature",   "top_p",
+        "top_k", "stream",   "tools",  "tool_choice", "stop_sequences"};
     for (const auto& [key, value] : json.items()) {
         if (kKnown.count(key) != 0 || kIgnored.count(key) != 0) continue;
         bool refused = false;

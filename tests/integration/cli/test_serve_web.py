@@ -156,7 +156,7 @@ def test_the_page_is_served_from_the_binary(server):
 
 def test_a_prompt_streams_and_equals_the_api(page, server, tmp_path):
     with artifacts(page, "stream", tmp_path):
-        new_chat(page, 48)
+        new_chat(page, 160)
         # Record the answer's length at every change, to see it arrive in pieces.
         page.script("window.seenLengths = []; new MutationObserver(() => {"
                     " const m = [...document.querySelectorAll('.message.assistant')].pop();"
@@ -166,10 +166,10 @@ def test_a_prompt_streams_and_equals_the_api(page, server, tmp_path):
         prompt = "Write a Python function that reverses a list."
         answer = send(page, prompt)
         assert answer["finish"] == "length"
-        assert answer["raw"] == api_text(server, [{"role": "user", "content": prompt}], 48)
+        assert answer["raw"] == api_text(server, [{"role": "user", "content": prompt}], 160)
         lengths = sorted(set(page.script("return window.seenLengths")))
         assert len([n for n in lengths if 0 < n < len(answer["raw"])]) >= 2, lengths
-        assert "generated 48" in answer["usage"] and "tok/s" in answer["usage"]
+        assert "generated 160" in answer["usage"] and "tok/s" in answer["usage"]
         shown = page.script("return [...document.querySelectorAll('.message.assistant')].pop()"
                             ".querySelector('.text').textContent")
         assert shown.strip() != ""
@@ -241,7 +241,7 @@ def test_readable_on_a_narrow_window(page, server, tmp_path):
         page.window(420, 900)
         try:
             assert page.script("return document.documentElement.scrollWidth <= window.innerWidth + 1")
-            # The settings come first in one column, and the composer stays usable.
+            # One column: the conversation, then the settings; the composer stays usable.
             assert page.script("return document.getElementById('prompt').getBoundingClientRect().width > 300")
             png = page.screenshot()
             assert png.startswith(b"\x89PNG")

@@ -228,15 +228,16 @@ TEST(MessagesHttp, ErrorsHaveAnthropicsShape) {
     Json e = error_of("/v1/messages", R"({"messages":[{"role":"user","content":"hi"}]})", 400);
     EXPECT_EQ(e["type"], "invalid_request_error");
     EXPECT_NE(e["message"].get<std::string>().find("max_tokens"), std::string::npos);
-    e = error_of("/v1/messages",
-                 R"({"max_tokens":4,"messages":[{"role":"user","content":[{"type":"image","source":{}}]}]})",
-                 400);
+    e = error_of(
+        "/v1/messages",
+        R"({"max_tokens":4,"messages":[{"role":"user","content":[{"type":"image","source":{}}]}]})",
+        400);
     EXPECT_NE(e["message"].get<std::string>().find("messages[0].content[0].type"),
               std::string::npos);
     e = error_of("/v1/messages", "{not json", 400);
     EXPECT_EQ(e["type"], "invalid_request_error");
-    e = error_of("/v1/messages", R"({"max_tokens":100000,"messages":[{"role":"user","content":"hi"}]})",
-                 400);
+    e = error_of("/v1/messages",
+                 R"({"max_tokens":100000,"messages":[{"role":"user","content":"hi"}]})", 400);
     EXPECT_NE(e["message"].get<std::string>().find("max_tokens"), std::string::npos);
     e = error_of("/v1/messages/nothing", "{}", 404);
     EXPECT_EQ(e["type"], "not_found_error");

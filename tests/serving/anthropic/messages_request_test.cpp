@@ -35,10 +35,10 @@ const std::string& text_of(const text::ChatMessage& m) {
 }
 
 TEST(MessagesRequest, FieldsAreRead) {
-    const CompletionRequest r = parse_messages_request(with(
-        R"("model":"claude-x","temperature":0.5,"top_p":0.9,"top_k":20,"stream":true,)"
-        R"("stop_sequences":["END","\n\n"],"metadata":{"user_id":"u"},"service_tier":"auto",)"
-        R"("thinking":{"type":"disabled"},"system":"Be brief.")"));
+    const CompletionRequest r = parse_messages_request(
+        with(R"("model":"claude-x","temperature":0.5,"top_p":0.9,"top_k":20,"stream":true,)"
+             R"("stop_sequences":["END","\n\n"],"metadata":{"user_id":"u"},"service_tier":"auto",)"
+             R"("thinking":{"type":"disabled"},"system":"Be brief.")"));
     EXPECT_EQ(r.endpoint, Endpoint::Chat);
     EXPECT_EQ(r.model, "claude-x");
     EXPECT_EQ(r.max_tokens, 8);
@@ -112,15 +112,16 @@ TEST(MessagesRequest, ACallOnlyReplyHasNoContent) {
 }
 
 TEST(MessagesRequest, ToolChoiceNoneKeepsCallsOff) {
-    const CompletionRequest r = parse_messages_request(
-        with(R"("tools":[{"name":"f","input_schema":{"type":"object"}}],"tool_choice":{"type":"none"})"));
+    const CompletionRequest r = parse_messages_request(with(
+        R"("tools":[{"name":"f","input_schema":{"type":"object"}}],"tool_choice":{"type":"none"})"));
     EXPECT_EQ(r.tools.tools.size(), 1U);
     EXPECT_FALSE(r.tools.calls_enabled());
 }
 
 TEST(MessagesRequest, MaxTokensIsRequiredExceptForCounting) {
-    EXPECT_NE(refusal(R"({"messages":[{"role":"user","content":"hi"}]})").find("max_tokens: is required"),
-              std::string::npos);
+    EXPECT_NE(
+        refusal(R"({"messages":[{"role":"user","content":"hi"}]})").find("max_tokens: is required"),
+        std::string::npos);
     const CompletionRequest r = parse_messages_request(
         R"({"messages":[{"role":"user","content":"hi"}]})", {.require_max_tokens = false});
     EXPECT_FALSE(r.max_tokens.has_value());
@@ -184,7 +185,8 @@ TEST(MessagesRequest, RefusedAndMalformedFieldsNameTheField) {
 
 TEST(MessagesRequest, TooManyStopSequencesAreRefused) {
     std::string list;
-    for (size_t i = 0; i <= kMaxStopSequences; ++i) list += (i ? ",\"s" : "\"s") + std::to_string(i) + "\"";
+    for (size_t i = 0; i <= kMaxStopSequences; ++i)
+        list += (i ? ",\"s" : "\"s") + std::to_string(i) + "\"";
     EXPECT_NE(refusal(with(R"("stop_sequences":[)" + list + "]")).find("stop_sequences"),
               std::string::npos);
 }
