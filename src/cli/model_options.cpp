@@ -54,6 +54,9 @@ void add_model_options(CLI::App* app, ModelOptions& options) {
     app->add_flag("!--no-build-missing-store", options.build_missing_store,
                   "Fail instead of building a missing low-bit expert table at load "
                   "(server: build_missing_store = false)");
+    app->add_flag("--repack", options.repack,
+                  "Rebuild the low-bit expert table this run reads (--experts 3|2, "
+                  "--miss-experts 3|2) from experts.bin at startup, published as a new store");
     // Range-checked at parsing (a usage error) and again by the engine
     // (engine::validate_load_options), so every caller of the engine gets a message naming it.
     app->add_option("--prefill-quantum", options.prefill_quantum,
@@ -94,6 +97,7 @@ OpenedModel load_model(const ModelOptions& options, const BeforeLoad& before_loa
     load.prefill_quantum = options.prefill_quantum;
     load.draft_head = options.drafts > 0;
     load.build_missing_store = options.build_missing_store;
+    load.repack = options.repack;
     engine::validate_load_options(load);
     OpenedModel opened;
     // Tables built at load report progress on stderr, like `prepare`.

@@ -36,6 +36,7 @@ struct ModelOptions {
     // (default and why: engine/model/prefill_quantum.h).
     int64_t prefill_quantum = engine::kDefaultPrefillQuantum;
     bool build_missing_store = true;  // --no-build-missing-store clears it
+    bool repack = false;              // --repack: rebuild the selected low-bit table at load
     int drafts = 2;                   // set by the command: 0 omits the MTP draft head
 };
 

@@ -72,7 +72,8 @@ void repair_metadata(const std::string& store_dir, const StoreChanges& changes,
 }  // namespace
 
 StoreChanges plan_store_changes(const std::string& store_dir, std::span<const int> expert_bits,
-                                const std::string& metadata_source) {
+                                const std::string& metadata_source,
+                                std::span<const int> rebuild_bits) {
     StoreChanges changes;
     if (!metadata_source.empty()) {
         for (const char* name : kStoreMetadataFiles) {
@@ -89,6 +90,11 @@ StoreChanges plan_store_changes(const std::string& store_dir, std::span<const in
     for (int bits : expert_bits) {
         if (bits == 4 || contains(changes.missing_bits, bits) || contains(changes.valid_bits, bits))
             continue;
+        if (std::find(rebuild_bits.begin(), rebuild_bits.end(), bits) != rebuild_bits.end()) {
+            log_info("store", "rebuilding " + lowbit_experts_name(bits) + " (--repack)");
+            changes.missing_bits.push_back(bits);
+            continue;
+        }
         try {
             validate_lowbit_store(store_dir, bits, changes.manifest);
             changes.valid_bits.push_back(bits);

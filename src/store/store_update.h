@@ -31,9 +31,11 @@ struct StoreChanges {
 
 // Validates the store at `store_dir` (as validate_store; a missing config.json is accepted when
 // `metadata_source` has one to fill it from) and lists what `expert_bits` (4 is always there)
-// and the checkpoint `metadata_source` ("" for none) add to it. Changes nothing.
+// and the checkpoint `metadata_source` ("" for none) add to it. Low-bit widths in `rebuild_bits`
+// (--repack) count as missing even when their tables are valid. Changes nothing.
 StoreChanges plan_store_changes(const std::string& store_dir, std::span<const int> expert_bits,
-                                const std::string& metadata_source);
+                                const std::string& metadata_source,
+                                std::span<const int> rebuild_bits = {});
 
 struct StoreChangeOptions {
     std::string metadata_source;  // where missing metadata files come from

@@ -122,6 +122,22 @@ TEST_F(StoreUpdate, RebuildsAnInvalidTableWithoutTouchingTheOldOne) {
     EXPECT_NO_THROW(validate_lowbit_store(next.string(), 3, changes.manifest));
 }
 
+TEST_F(StoreUpdate, RepackRebuildsAValidTableAsANewFile) {
+    StoreChanges changes = plan_store_changes(store_.string(), std::vector<int>{3}, "");
+    apply_store_changes(store_.string(), changes, {});
+    // Valid, so only a requested rebuild lists it; widths not requested are not rebuilt.
+    EXPECT_TRUE(plan_store_changes(store_.string(), std::vector<int>{3}, "").empty());
+    changes = plan_store_changes(store_.string(), std::vector<int>{3}, "", std::vector<int>{3, 2});
+    ASSERT_EQ(changes.missing_bits, std::vector<int>{3});
+    EXPECT_TRUE(changes.valid_bits.empty());
+    const fs::path next = temp_.path() / "repacked";
+    publish_changed_store(store_.string(), next.string(), changes, {});
+    EXPECT_NE(inode(store_ / "experts3.bin"), inode(next / "experts3.bin"));
+    EXPECT_EQ(inode(store_ / "experts.bin"), inode(next / "experts.bin"));
+    EXPECT_EQ(fs::file_size(store_ / "experts3.bin"), fs::file_size(next / "experts3.bin"));
+    EXPECT_NO_THROW(validate_lowbit_store(next.string(), 3, changes.manifest));
+}
+
 TEST_F(StoreUpdate, RefusesToPublishOverAnExistingDirectory) {
     const StoreChanges changes = plan_store_changes(store_.string(), std::vector<int>{3}, "");
     try {

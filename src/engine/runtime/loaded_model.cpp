@@ -63,7 +63,8 @@ std::string ensure_store_parts(const LoadOptions& options, const std::string& st
     for (int width : bits) {
         if (width != 4) low_bits.push_back(width);
     }
-    if (!options.build_missing_store) {
+    const std::vector<int> rebuild_bits = options.repack ? low_bits : std::vector<int>{};
+    if (!options.build_missing_store && !options.repack) {
         if (low_bits.empty()) return store_dir;  // experts.bin is checked with the store
         const store::StoreChanges changes = store::plan_store_changes(store_dir, low_bits, "");
         if (changes.missing_bits.empty()) return store_dir;
@@ -82,7 +83,7 @@ std::string ensure_store_parts(const LoadOptions& options, const std::string& st
     }
     if (options.resolved != nullptr && !options.resolved->model_id.empty()) {
         const store::PrepareResult built =
-            store::complete_resolved_store(*options.resolved, low_bits, options.index);
+            store::complete_resolved_store(*options.resolved, low_bits, options.index, rebuild_bits);
         for (int width : built.derived) {
             log_info("engine", "built " + store::lowbit_experts_name(width) + " at load in " +
                                    options.resolved->store_dir);
@@ -94,7 +95,7 @@ std::string ensure_store_parts(const LoadOptions& options, const std::string& st
     // does with an unregistered directory.
     store::ResolvedModel direct;
     direct.store_dir = store_dir;
-    store::complete_resolved_store(direct, low_bits, options.index);
+    store::complete_resolved_store(direct, low_bits, options.index, rebuild_bits);
     return store_dir;
 }
 
@@ -124,6 +125,12 @@ void validate_load_options(const LoadOptions& options) {
         std::snprintf(value, sizeof value, "%g", static_cast<double>(options.cut_weak));
         throw_invalid(std::string("--cut-weak ") + value +
                       " is out of range: it is a routing weight, 0 (off) to 1");
+    }
+    if (options.repack && options.expert_bits == 4 &&
+        (options.miss_bits == 0 || options.miss_bits == 4)) {
+        throw_invalid(
+            "--repack rebuilds the low-bit expert table a run reads (--experts 3|2 or "
+            "--miss-experts 3|2); with Q4 only there is none: experts.bin comes from prepare");
     }
     validate_prefill_quantum(options.prefill_quantum);
     if (options.threads < 0) throw_invalid("--threads must be 0 (every CPU) or more");
@@ -265,8 +272,8 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
         loaded->checked_ = make_checked_backend(*loaded->backend_, *loaded->model_);
         loaded->backend_ = loaded->checked_.get();
     }
-    loaded->load_seconds_ =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    loaded->loaded_at_ = std::chrono::steady_clock::now();
+    loaded->load_seconds_ = std::chrono::duration<double>(loaded->loaded_at_ - start).count();
     return loaded;
 }
 
@@ -295,26 +302,45 @@ nlohmann::json LoadedModel::expert_stats() const {
     return nullptr;
 }
 
-nlohmann::json LoadedModel::memory_stats(const SequenceState* state) const {
-    nlohmann::json stats;
-    stats["rss_bytes"] = proc_status_bytes("VmRSS");
-    stats["peak_rss_bytes"] = proc_status_bytes("VmHWM");
-    stats["dense_bytes"] = weights_->resident_bytes();
-    stats["draft_head"] = weights_->mtp.has_value();
-    stats["ngram_mapped_bytes"] = weights_->ngram_file ? weights_->ngram_file->bytes().size() : 0;
-    stats["state_bytes"] = state != nullptr ? state->bytes() : 0;
-    stats["expert_bits"] = expert_bits_;
-    stats["expert_record_bytes"] = experts_->layout().record_bytes;
-    stats["expert_pool_bytes"] = pool_bytes_;
+EngineStats LoadedModel::observe(const SequenceState* state) const {
+    EngineStats stats;
+    stats.observed_at = std::chrono::duration<double>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+    stats.uptime_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - loaded_at_).count();
+    stats.load_seconds = load_seconds_;
+    stats.backend = backend_name_;
+    stats.expert_bits = expert_bits_;
+    stats.prefill_quantum = prefill_quantum_;
+    stats.prefill_chunk_tokens = prefill_chunk_tokens();
+    MemoryFigures& m = stats.memory;
+    m.rss_bytes = proc_status_bytes("VmRSS");
+    m.peak_rss_bytes = proc_status_bytes("VmHWM");
+    m.dense_bytes = weights_->resident_bytes();
+    m.draft_head = weights_->mtp.has_value();
+    m.ngram_mapped_bytes = weights_->ngram_file ? weights_->ngram_file->bytes().size() : 0;
+    m.state_bytes = state != nullptr ? state->bytes() : 0;
+    m.expert_record_bytes = experts_->layout().record_bytes;
+    m.expert_pool_bytes = pool_bytes_;
     if (const auto* cache = dynamic_cast<const ExpertCache*>(experts_.get())) {
-        stats["expert_hit_rate"] = cache->stats().hit_rate();
+        stats.experts = cache->stats();
     }
-    stats["experts_read_bytes"] = expert_bytes_read();
-    stats["backend"] = backend_name_;
-    stats["prefill_quantum"] = prefill_quantum_;
-    stats["prefill_chunk_tokens"] = prefill_chunk_tokens();
-    if (cuda_model_) stats["device"] = cuda_model_->backend_stats();
+    stats.experts_read_bytes = expert_bytes_read();
+    stats.prefill = prefill_counters_.totals();
+    if (cuda_model_) {
+        stats.device = cuda_model_->backend_stats();
+        // The CUDA model times host decode phases (decode_phases.h) but records no GPU
+        // timestamps yet, so stage coverage is not measured.
+        stats.gpu_timing.status = "unavailable: the cuda backend does not record GPU stage timestamps";
+    } else {
+        stats.gpu_timing.status = "not applicable: the " + backend_name_ + " backend has no GPU";
+    }
     return stats;
+}
+
+nlohmann::json LoadedModel::memory_stats(const SequenceState* state) const {
+    return memory_json(observe(state));
 }
 
 }  // namespace cherenkov::engine

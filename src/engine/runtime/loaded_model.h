@@ -8,11 +8,14 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include <chrono>
+
 #include "engine/cpu/thread_pool.h"
 #include "engine/experts/expert_source.h"
 #include "engine/model/model.h"
 #include "engine/model/model_weights.h"
 #include "engine/model/prefill_quantum.h"
+#include "engine/runtime/engine_stats.h"
 #include "store/index/index_options.h"
 #include "store/index/resolve_model.h"
 
@@ -50,6 +53,10 @@ struct LoadOptions {
     // is built at load (progress through index.events), published the way `prepare --experts N`
     // does. false: loading fails with NotFound naming the prepare command that builds it.
     bool build_missing_store = true;
+    // --repack: the low-bit tables the precisions read (--experts 3|2, --miss-experts 3|2) are
+    // rebuilt from experts.bin at load and published as build_missing_store publishes them,
+    // even when valid. Needs a low-bit precision (validate_load_options).
+    bool repack = false;
     // The index entry store_dir was resolved from (store::resolve_model), or null for a store
     // directory given directly. Tables built at load are then published as a new store of that
     // model, and *resolved names the new store and holds its lease. Must outlive load().
@@ -100,8 +107,15 @@ public:
     // One line for logs: how the pool was sized.
     const std::string& pool_description() const { return pool_description_; }
 
-    // The memory_stats object: process RSS and peak, resident weights, mapped n-gram bytes,
-    // sequence state, expert reads, the prefill quantum and chunk.
+    // One observation of everything the engine counts (engine_stats.h). Call it on the thread
+    // that runs the model: the CUDA figures are that thread's. `state` (optional) adds its bytes.
+    EngineStats observe(const SequenceState* state) const;
+    // The totals every generation on this model adds its prefill chunks to
+    // (GenerationOptions::prefill_counters).
+    PrefillCounters& prefill_counters() const { return prefill_counters_; }
+
+    // The memory_stats object (memory_json of observe(state)): process RSS and peak, resident
+    // weights, mapped n-gram bytes, sequence state, expert reads, the prefill quantum and chunk.
     nlohmann::json memory_stats(const SequenceState* state) const;
 
 private:
@@ -120,6 +134,9 @@ private:
     int64_t prefill_quantum_ = kDefaultPrefillQuantum;
     uint64_t pool_bytes_ = 0;
     std::string pool_description_;
+    std::chrono::steady_clock::time_point loaded_at_{};
+    // Updated by generations through a pointer while the model itself is used as const.
+    mutable PrefillCounters prefill_counters_;
 };
 
 }  // namespace cherenkov::engine

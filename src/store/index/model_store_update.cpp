@@ -97,7 +97,8 @@ ModelStoreUpdate update_model_store(const ModelIndex& index, const std::string& 
         const CurrentStore store = lease_current_store(index, model_id);
         StoreChanges changes;
         try {
-            changes = plan_store_changes(store.dir, request.expert_bits, request.metadata_source);
+            changes = plan_store_changes(store.dir, request.expert_bits, request.metadata_source,
+                                         request.rebuild_bits);
         } catch (const Error& error) {
             throw error.with_context("the prepared store " + store.dir + " of " + store.reference +
                                      " is invalid");
@@ -159,9 +160,11 @@ ModelStoreUpdate update_model_store(const ModelIndex& index, const std::string& 
 }
 
 PrepareResult complete_resolved_store(ResolvedModel& model, const std::vector<int>& expert_bits,
-                                      const IndexOptions& options) {
+                                      const IndexOptions& options,
+                                      const std::vector<int>& rebuild_bits) {
     if (model.model_id.empty()) {
-        const StoreChanges changes = plan_store_changes(model.store_dir, expert_bits, "");
+        const StoreChanges changes =
+            plan_store_changes(model.store_dir, expert_bits, "", rebuild_bits);
         if (!changes.empty()) {
             emit_status(options, "updating " + model.store_dir);
             apply_store_changes(model.store_dir, changes,
@@ -172,6 +175,7 @@ PrepareResult complete_resolved_store(ResolvedModel& model, const std::vector<in
     const ModelIndex index(options.paths);
     ModelStoreRequest request;
     request.expert_bits = expert_bits;
+    request.rebuild_bits = rebuild_bits;
     request.mismatch = SourceMismatch::Ignore;
     {
         const ModelIndex::Snapshot snapshot = index.read();

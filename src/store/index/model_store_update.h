@@ -25,6 +25,7 @@ enum class SourceMismatch {
 
 struct ModelStoreRequest {
     std::vector<int> expert_bits = {4};
+    std::vector<int> rebuild_bits;  // low-bit widths rebuilt although valid (--repack)
     std::string metadata_source;  // checkpoint to fill missing metadata from ("" : none)
     SourceMismatch mismatch = SourceMismatch::Fail;
 };
@@ -46,9 +47,11 @@ ModelStoreUpdate update_model_store(const ModelIndex& index, const std::string& 
 // metadata from the model's local or retained source when that is still the store's source.
 // An indexed model's change is published by update_model_store, and `model` then names the new
 // store and holds its lease (the old lease is released). A directory given by path (no model ID)
-// is changed in place. Returns what was done (nothing when nothing was missing).
+// is changed in place. Low-bit widths in `rebuild_bits` (--repack) are rebuilt although valid.
+// Returns what was done (nothing when nothing was missing).
 PrepareResult complete_resolved_store(ResolvedModel& model, const std::vector<int>& expert_bits,
-                                      const IndexOptions& options);
+                                      const IndexOptions& options,
+                                      const std::vector<int>& rebuild_bits = {});
 
 // The checkpoint directory a model's metadata can be filled from: its local or disk source when
 // the directory exists, else its retained download; "" when there is none.

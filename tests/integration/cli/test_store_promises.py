@@ -81,6 +81,28 @@ def test_a_missing_variant_is_built_at_load_as_a_new_store(run_cli, root):
     assert "prepare: experts3" not in again.stderr
 
 
+def test_repack_rebuilds_the_selected_variant_as_a_new_store(run_cli, root):
+    run_cli("tiny-python", *PROMPT, "--experts", "3", "--root", root)
+    built = listed(run_cli, root)
+    first = run_cli("tiny-python", *PROMPT, "--experts", "3", "--root", root)
+    # Seed "Prepare": --repack rebuilds the selected low-bit table at startup, even when valid,
+    # and publishes it as a new store; without building missing stores it still runs.
+    repacked = run_cli("tiny-python", *PROMPT, "--experts", "3", "--repack",
+                       "--no-build-missing-store", "--root", root)
+    assert "prepare: experts3" in repacked.stderr  # rebuilt, with progress
+    assert "publishing a new store of tiny-python" in repacked.stderr
+    after = listed(run_cli, root)
+    assert after["store"]["variants"] == [4, 3]
+    old, new = Path(built["store"]["path"]), Path(after["store"]["path"])
+    assert old != new and (old / "experts3.bin").exists()
+    assert os.stat(old / "experts3.bin").st_ino != os.stat(new / "experts3.bin").st_ino
+    assert os.stat(old / "experts.bin").st_ino == os.stat(new / "experts.bin").st_ino
+    assert repacked.stdout == first.stdout  # the same derivation, the same greedy text
+    # Q4 alone has no low-bit table to rebuild.
+    q4 = run_cli("tiny-python", *PROMPT, "--repack", "--root", root, check=False)
+    assert q4.returncode == 1 and "--repack rebuilds the low-bit expert table" in q4.stderr
+
+
 def test_without_building_the_error_names_a_command_that_works(run_cli, cherenkov_bin, root):
     result = run_cli("tiny-python", *PROMPT, "--experts", "2", "--no-build-missing-store",
                      "--root", root, check=False)
