@@ -38,8 +38,10 @@ std::string error_type(int status) {
 }
 
 Json error_json(const ApiError& error) {
-    return {{"type", "error"},
-            {"error", {{"type", error_type(error.status()), {"message", error.what()}}}}};
+    Json detail = Json::object();
+    detail["type"] = error_type(error.status());
+    detail["message"] = error.what();
+    return {{"type", "error"}, {"error", std::move(detail)}};
 }
 
 std::string stop_reason(const Frame& final) {

@@ -89,15 +89,23 @@ std::string block_type(const Json& block, const std::string& path) {
     return string_field(required_member(block, path, "type"), path + ".type");
 }
 
+// A message's consecutive text blocks are one text, as Anthropic reads them; a string, not a list
+// of parts, because many chat templates render string content only.
+std::string join_text(const std::vector<text::ContentPart>& parts) {
+    std::string out;
+    for (const text::ContentPart& part : parts) out += part.text;
+    return out;
+}
+
 text::ContentPart text_block(const Json& block, const std::string& path) {
     check_keys(block, path, {"type", "text", "cache_control", "citations"});
     check_citations(block, path);
     return {string_field(required_member(block, path, "text"), path + ".text")};
 }
 
-// `system` and a tool_result's `content`: a string or a list of text blocks.
-std::variant<std::monostate, std::string, std::vector<text::ContentPart>> text_content(
-    const Json& value, const std::string& path) {
+// `system` and a tool_result's `content`: a string or a list of text blocks, whose texts are
+// joined (see join_text).
+std::string text_content(const Json& value, const std::string& path) {
     if (value.is_string()) return value.get<std::string>();
     if (!value.is_array()) throw_bad_field(path, "must be a string or an array of text blocks");
     std::vector<text::ContentPart> parts;
@@ -107,7 +115,7 @@ std::variant<std::monostate, std::string, std::vector<text::ContentPart>> text_c
         if (type != "text") refuse_block(type, block_path);
         parts.push_back(text_block(value[i], block_path));
     }
-    return parts;
+    return join_text(parts);
 }
 
 text::ChatMessage tool_result(const Json& block, const std::string& path,
@@ -174,7 +182,7 @@ void add_message(const Json& message, const std::string& path, std::set<std::str
         if (parts.empty()) return;
         text::ChatMessage text_message;
         text_message.role = text::Role::User;
-        text_message.content = std::move(parts);
+        text_message.content = join_text(parts);
         parts.clear();
         out.push_back(std::move(text_message));
     };
@@ -200,7 +208,7 @@ void add_message(const Json& message, const std::string& path, std::set<std::str
         return;
     }
     // A call-only reply has no content, as the OpenAI endpoint's null content.
-    if (!parts.empty()) m.content = std::move(parts);
+    if (!parts.empty()) m.content = join_text(parts);
     out.push_back(std::move(m));
 }
 

@@ -83,14 +83,15 @@ def test_json_equals_the_chat_endpoint(server, client):
         assert m.usage.input_tokens + m.usage.cache_read_input_tokens == o["usage"]["prompt_tokens"]
 
 
-def test_text_blocks_equal_text_parts(server, client):
+def test_text_blocks_equal_their_joined_text(server, client):
     blocks = [{"type": "text", "text": "Write a Python function "},
               {"type": "text", "text": "that sorts a list."}]
     m = client.messages.create(model="cherenkov", max_tokens=24,
                                system=[{"type": "text", "text": SYSTEM}],
                                messages=[{"role": "user", "content": blocks}])
-    o = openai_chat(server, [{"role": "system", "content": [{"type": "text", "text": SYSTEM}]},
-                             {"role": "user", "content": blocks}], max_tokens=24)
+    o = openai_chat(server, [{"role": "system", "content": SYSTEM},
+                             {"role": "user", "content": "".join(b["text"] for b in blocks)}],
+                    max_tokens=24)
     assert text_of(m) == o["choices"][0]["message"]["content"]
 
 
@@ -175,7 +176,7 @@ def test_tool_round_trip_equals_the_chat_endpoint(cherenkov_bin, coder_store, an
             for t in tools]
         o = openai_chat(s, [
             {"role": "user", "content": "What is the weather in Paris?"},
-            {"role": "assistant", "content": [{"type": "text", "text": "Let me check."}],
+            {"role": "assistant", "content": "Let me check.",
              "tool_calls": [{"id": "toolu_01", "type": "function", "function": {
                  "name": "get_weather", "arguments": json.dumps({"city": "Paris", "days": 3})}}]},
             {"role": "tool", "tool_call_id": "toolu_01", "content": "21 C and sunny"}],

@@ -55,17 +55,13 @@ TEST(MessagesRequest, FieldsAreRead) {
     EXPECT_FALSE(r.tools.calls_enabled());
 }
 
-TEST(MessagesRequest, TextBlocksBecomeTextParts) {
+TEST(MessagesRequest, TextBlocksAreJoinedIntoTheMessagesText) {
     const CompletionRequest r = parse_messages_request(
         R"({"max_tokens":4,"system":[{"type":"text","text":"S","cache_control":{"type":"ephemeral"}}],)"
         R"("messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}]})");
     ASSERT_EQ(r.messages.size(), 2U);
-    const auto& system = std::get<std::vector<text::ContentPart>>(r.messages[0].content);
-    ASSERT_EQ(system.size(), 1U);
-    EXPECT_EQ(system[0].text, "S");
-    const auto& parts = std::get<std::vector<text::ContentPart>>(r.messages[1].content);
-    ASSERT_EQ(parts.size(), 2U);
-    EXPECT_EQ(parts[1].text, "b");
+    EXPECT_EQ(text_of(r.messages[0]), "S");
+    EXPECT_EQ(text_of(r.messages[1]), "ab");
 }
 
 TEST(MessagesRequest, ToolUseAndToolResultMapOntoToolCallsAndToolMessages) {
@@ -89,11 +85,12 @@ TEST(MessagesRequest, ToolUseAndToolResultMapOntoToolCallsAndToolMessages) {
     EXPECT_EQ(assistant.tool_calls[0].id, "toolu_1");
     EXPECT_EQ(assistant.tool_calls[0].name, "get_weather");
     EXPECT_EQ(assistant.tool_calls[0].arguments, Json::parse(R"({"city":"Paris"})"));
-    EXPECT_EQ(std::get<std::vector<text::ContentPart>>(assistant.content)[0].text, "Checking.");
+    EXPECT_EQ(text_of(assistant), "Checking.");
     EXPECT_EQ(r.messages[2].role, text::Role::Tool);
     EXPECT_EQ(r.messages[2].tool_call_id, "toolu_1");
     EXPECT_EQ(text_of(r.messages[2]), "21 C");
     EXPECT_EQ(r.messages[3].role, text::Role::Tool);
+    EXPECT_EQ(text_of(r.messages[3]), "timeout");
     EXPECT_EQ(r.messages[4].role, text::Role::User);
     ASSERT_EQ(r.tools.tools.size(), 1U);
     EXPECT_TRUE(r.tools.calls_enabled());
