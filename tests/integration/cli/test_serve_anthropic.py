@@ -211,7 +211,7 @@ def test_errors_have_anthropics_shape(server, client, anthropic_module):
         "model": "cherenkov", "max_tokens": 100000, "messages": [{"role": "user", "content": "hi"}]})
     assert status == 400 and "max_tokens" in body["error"]["message"]
     with pytest.raises(anthropic_module.BadRequestError) as info:
-        client.messages.create(model="cherenkov", max_tokens=8, temperature=1.5,
+        client.messages.create(model="cherenkov", max_tokens=8, extra_body={"temperature": 1.5},
                                messages=[{"role": "user", "content": "hi"}])
     assert info.value.status_code == 400
     assert info.value.body["error"]["type"] == "invalid_request_error"
