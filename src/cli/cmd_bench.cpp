@@ -63,6 +63,7 @@ int run_bench(const BenchOptions& options) {
     for (int32_t& t : prompt) t = static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab));
 
     engine::GenerationOptions generation;
+    generation.prefill_counters = &loaded->prefill_counters();
     generation.max_tokens = options.gen_tokens;
     generation.drafts = options.drafts;
     generation.stop_at_eos = false;
@@ -119,7 +120,8 @@ int run_bench(const BenchOptions& options) {
                              {"runs", runs},
                              {"memory", loaded->memory_stats(nullptr)},
                              {"expert_pool", loaded->pool_description()},
-                             {"experts", loaded->expert_stats()}};
+                             {"experts", loaded->expert_stats()},
+                             {"prefill", engine::prefill_json(loaded->prefill_counters().totals())}};
     if (options.json) {
         std::cout << report.dump(2) << '\n';
         return 0;

@@ -19,9 +19,6 @@ struct ReservedCommand {
 // When a command lands, delete its line: a name registered elsewhere is skipped anyway, so the
 // line can also go later without breaking the build.
 constexpr std::array kReserved = {
-    ReservedCommand{"status", "issue 31: configuration, control socket and monitoring"},
-    ReservedCommand{"stats", "issue 31: configuration, control socket and monitoring"},
-    ReservedCommand{"dash", "issue 31: configuration, control socket and monitoring"},
     ReservedCommand{"config", "issue 31: configuration, control socket and monitoring"},
 };
 

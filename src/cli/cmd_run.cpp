@@ -103,6 +103,7 @@ int run_generate(const RunOptions& options) {
     engine::LoadedModel* loaded = opened.loaded.get();
 
     engine::GenerationOptions generation;
+    generation.prefill_counters = &loaded->prefill_counters();
     generation.max_tokens = options.max_tokens;
     generation.drafts = options.drafts;
     generation.sampling = options.sampling;

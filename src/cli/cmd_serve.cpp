@@ -16,6 +16,9 @@
 #include "cli/model_options.h"
 #include "engine/generate/context_budget.h"
 #include "engine/model/sequence_state_size.h"
+#include "serving/control/control_client.h"
+#include "serving/control/control_server.h"
+#include "serving/control/monitoring_handlers.h"
 #include "serving/http_server.h"
 #include "text/chat_template.h"
 
@@ -37,6 +40,7 @@ struct ServeOptions {
     // structs.
     serving::PrefixCacheOptions prefix_cache;
     serving::SessionOptions sessions;
+    std::string socket;  // the control socket; empty: default_control_socket_path()
 };
 
 // What admission reserves per request besides its sequence state (seed "Memory and
@@ -114,6 +118,16 @@ int serve(const ServeOptions& options) {
     http.sessions = options.sessions;
     serving::HttpServer server(http);
     server.start();
+    // The control socket answers from startup (status says ready: false while loading). Declared
+    // after `server`, so it stops answering before the server goes.
+    const std::string url = "http://" + options.host + ":" + std::to_string(server.port()) + "/v1";
+    serving::control::ControlHandlers control_handlers;
+    const std::string socket_path =
+        options.socket.empty() ? serving::control::default_control_socket_path() : options.socket;
+    serving::control::add_monitoring_handlers(
+        control_handlers, server,
+        {.model = options.model.model, .url = url, .socket_path = socket_path});
+    serving::control::ControlServer control(socket_path, std::move(control_handlers));
     std::fprintf(stderr, "cherenkov: loading %s (http://%s:%d/health answers once it is ready)\n",
                  options.model.model.c_str(), options.host.c_str(), server.port());
 
@@ -154,6 +168,13 @@ int serve(const ServeOptions& options) {
         return engine::sequence_state_bytes(config, tokens, mtp_layers) + sampler_bytes +
                static_cast<uint64_t>(tokens) * kTextBytesPerToken;
     };
+    // Observations are taken on the engine thread (the worker) and read by the control socket
+    // and /metrics; the first one is published before requests are served.
+    worker.prefill_counters = &loaded_model.prefill_counters();
+    worker.observe = [&loaded_model, &server] {
+        server.stats_board().publish(loaded_model.observe(nullptr));
+    };
+    server.stats_board().publish(loaded_model.observe(nullptr));
     server.set_ready(std::move(served), std::move(worker));
 
     std::printf("cherenkov: serving %s at http://%s:%d/v1\n", options.model.model.c_str(),
@@ -238,6 +259,9 @@ Command register_serve(CLI::App& parent) {
                     "Sequence-state memory admission may reserve, decimal GB, or auto (default: "
                     "a quarter of the memory available at startup)");
     add_retention_options(app, *options);
+    app->add_option("--socket", options->socket,
+                    "Control socket for status, stats and dash (default "
+                    "$TMPDIR/cherenkov-UID/control.sock; docs/monitoring.md)");
     return {app, [options]() { return serve(*options); }};
 }
 

@@ -41,7 +41,9 @@ int main(int argc, char** argv) {
         cherenkov::cli::register_logits(app),   cherenkov::cli::register_perplexity(app),
         cherenkov::cli::register_bench(app),    cherenkov::cli::register_paths(app),
         cherenkov::cli::register_download(app), cherenkov::cli::register_serve(app),
+        cherenkov::cli::register_status(app),   cherenkov::cli::register_dash(app),
     };
+    for (auto& command : cherenkov::cli::register_stats_commands(app)) commands.push_back(command);
     for (auto& command : cherenkov::cli::register_model_commands(app)) commands.push_back(command);
     for (auto& command : cherenkov::cli::register_store_commands(app)) commands.push_back(command);
     // Last: the seed's names no command above has taken yet.

@@ -17,6 +17,7 @@
 #include "serving/completion_format.h"
 #include "serving/completion_reply.h"
 #include "serving/completion_request.h"
+#include "serving/prometheus_metrics.h"
 #include "serving/prompt.h"
 #include "serving/session_api.h"
 #include "serving/web_assets.h"
@@ -110,6 +111,7 @@ struct HttpServer::Impl {
     SessionStore sessions;
     std::unique_ptr<Worker> worker;
     std::atomic<bool> stopped{false};
+    StatsBoard stats;
 
     mutable std::mutex registry_mutex;
     std::map<std::string, std::shared_ptr<RequestChannel>> registry;
@@ -558,6 +560,20 @@ struct HttpServer::Impl {
         };
         for (const WebAsset& asset : web_assets()) serve_asset(std::string(asset.path), asset);
         if (const WebAsset* index = find_web_asset("/")) serve_asset("/", *index);
+        // Prometheus text format 0.0.4 (docs/monitoring.md); served while loading too.
+        server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+            MetricsInput input;
+            input.ready = ready.load(std::memory_order_acquire);
+            const std::shared_ptr<const engine::EngineStats> latest = stats.latest();
+            input.engine = latest.get();
+            if (input.ready && worker) {
+                input.worker = worker->counters();
+                input.requests = worker->request_totals();
+            }
+            input.sessions = sessions.counters();
+            res.status = 200;
+            res.set_content(render_prometheus_metrics(input), "text/plain; version=0.0.4");
+        });
         server.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
             if (ready.load(std::memory_order_acquire)) {
                 send_json(res, 200, {{"status", "ok"}});
@@ -630,6 +646,18 @@ WorkerCounters HttpServer::counters() const {
 
 SessionCounters HttpServer::session_counters() const {
     return impl_->sessions.counters();
+}
+
+RequestTotals HttpServer::request_totals() const {
+    return impl_->worker ? impl_->worker->request_totals() : RequestTotals{};
+}
+
+bool HttpServer::ready() const {
+    return impl_->ready.load(std::memory_order_acquire);
+}
+
+StatsBoard& HttpServer::stats_board() {
+    return impl_->stats;
 }
 
 size_t HttpServer::registered_requests() const {

@@ -15,6 +15,7 @@
 
 #include "serving/served_model.h"
 #include "serving/session_store.h"
+#include "serving/stats_board.h"
 #include "serving/worker.h"
 
 namespace cherenkov::serving {
@@ -55,6 +56,13 @@ public:
     WorkerCounters counters() const;
     // The session store's figures.
     SessionCounters session_counters() const;
+    // Totals over finished requests (zeros before set_ready).
+    RequestTotals request_totals() const;
+    // Whether the model is loaded and requests are served.
+    bool ready() const;
+    // The latest engine observation, which GET /metrics and the control socket read; the engine
+    // thread publishes to it (WorkerOptions::observe).
+    StatsBoard& stats_board();
 
     // Requests registered (queued, running or still writing their response).
     size_t registered_requests() const;

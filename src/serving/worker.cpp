@@ -50,6 +50,7 @@ void Worker::submit(std::unique_ptr<Job> job) {
         const int held = counters_.active + static_cast<int>(waiting_.size());
         if (held >= options_.max_active + options_.max_queued) {
             ++counters_.rejected;
+            metrics_.record_rejected();
             throw ApiError(503,
                            "request capacity exhausted: " + std::to_string(counters_.active) +
                                " requests are running and " + std::to_string(waiting_.size()) +
@@ -92,6 +93,8 @@ void Worker::admit_waiting() {
                 answered.emplace_back(std::move(r),
                                       ApiError(499, "the request was cancelled before admission",
                                                "cancelled", "", "cancelled"));
+                metrics_.record({.outcome = RequestOutcome::Cancelled,
+                                 .prompt_tokens = r.job->prompt.size()});
                 waiting_.pop_front();
                 ++counters_.cancelled;
                 continue;
@@ -111,6 +114,7 @@ void Worker::admit_waiting() {
                              "server_error", "", "insufficient_memory"));
                 waiting_.pop_front();
                 ++counters_.rejected;
+                metrics_.record_rejected();
                 continue;
             }
             const bool room = static_cast<int>(active_.size()) < options_.max_active &&
@@ -120,7 +124,8 @@ void Worker::admit_waiting() {
             if (!room) break;
             r.reserved = need;
             counters_.reserved_bytes += need;
-            r.queued_seconds = seconds_between(r.submitted, std::chrono::steady_clock::now());
+            r.admitted = std::chrono::steady_clock::now();
+            r.queued_seconds = seconds_between(r.submitted, r.admitted);
             active_.push_back(std::move(r));
             waiting_.pop_front();
             active_.back().job->channel->admit();
@@ -198,7 +203,45 @@ void Worker::finish(Running& r, const std::string& reason, std::optional<ApiErro
             ++counters_.completed;
         }
     }
+    metrics_.record({.outcome = outcome_of(frame.finish_reason, frame.error.has_value()),
+                     .prompt_tokens = static_cast<uint64_t>(frame.usage.prompt_tokens),
+                     .cached_tokens = static_cast<uint64_t>(frame.usage.cached_tokens),
+                     .generated_tokens = static_cast<uint64_t>(frame.usage.completion_tokens),
+                     .queued_seconds = frame.timings.queued_seconds,
+                     .prefill_seconds = frame.timings.prefill_seconds,
+                     .decode_seconds = frame.timings.decode_seconds});
     r.job->channel->push(std::move(frame));
+}
+
+void Worker::observe(std::chrono::milliseconds interval) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_observed_ < interval) return;
+    last_observed_ = now;
+    std::vector<RunningRequest> running;
+    running.reserve(active_.size());
+    for (const Running& r : active_) {
+        RunningRequest entry;
+        entry.id = r.job->channel->id();
+        entry.prompt_tokens = static_cast<int64_t>(r.job->prompt.size());
+        entry.queued_seconds = r.queued_seconds;
+        entry.running_seconds = seconds_between(r.admitted, now);
+        entry.session = r.job->turn != nullptr;
+        entry.phase = "prefill";
+        if (r.generator) {
+            const engine::GenerationStats& s = r.generator->stats();
+            entry.prompt_done = r.generator->prompt_done();
+            entry.cached_tokens = s.cached_tokens;
+            entry.generated_tokens = s.generated_tokens;
+            if (r.generator->prompt_remaining() == 0) entry.phase = "decode";
+        }
+        running.push_back(std::move(entry));
+    }
+    {
+        std::lock_guard lock(mutex_);
+        counters_.running = std::move(running);
+    }
+    // Outside the lock: an observation reads the engine's counters (and, on CUDA, the device).
+    if (options_.observe) options_.observe();
 }
 
 bool Worker::step(Running& r) {
@@ -275,6 +318,7 @@ void Worker::hold_caches(Running& r, engine::SequenceState& state) {
 void Worker::start_generation(Running& r) {
     Job& job = *r.job;
     job.generation.keep_prompt_logits = cache_.enabled();
+    job.generation.prefill_counters = options_.prefill_counters;
     r.generator = std::make_unique<engine::Generator>(model_, job.generation);
     std::optional<engine::SequenceState> state = switcher_.new_state(job.generation.max_ctx);
     hold_caches(r, *state);
@@ -368,16 +412,24 @@ void Worker::run() {
                     cache_.expire(std::chrono::steady_clock::now());
                     publish_cache_counters();
                     if (options_.idle_tick) options_.idle_tick();
+                    observe(std::chrono::milliseconds(900));
                 }
                 continue;
             }
         }
         if (next_ >= active_.size()) next_ = 0;
+        {
+            std::lock_guard lock(mutex_);
+            // Compared first: the id is assigned (and allocated) only when the request changes.
+            const std::string& id = active_[next_].job->channel->id();
+            if (counters_.current != id) counters_.current = id;
+        }
         if (step(active_[next_])) {
             ++next_;
         } else {
             active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(next_));
         }
+        observe(std::chrono::milliseconds(250));
     }
     // Stopping: running requests end as cancelled; waiting ones were answered by admit_waiting.
     for (Running& r : active_) finish(r, "cancelled");

@@ -26,6 +26,7 @@
 #include "engine/generate/sequence_switcher.h"
 #include "serving/prefix_cache.h"
 #include "serving/request_channel.h"
+#include "serving/request_metrics.h"
 #include "serving/response_text.h"
 #include "serving/session_store.h"
 
@@ -51,6 +52,12 @@ struct WorkerOptions {
     // Called on the worker thread about once a second while no request runs (session expiry;
     // the prefix cache expires its own entries then too).
     std::function<void()> idle_tick;
+    // Called on the worker thread about every 250 ms while requests run and about once a second
+    // while idle: takes an engine observation (stats_board.h). The worker also refreshes
+    // WorkerCounters::running then.
+    std::function<void()> observe;
+    // Where generations add their prefill chunks (LoadedModel::prefill_counters()); may be null.
+    engine::PrefillCounters* prefill_counters = nullptr;
 };
 
 // A request ready to run: tokens and options resolved by the HTTP side.
@@ -68,6 +75,19 @@ struct Job {
     std::shared_ptr<SessionTurn> turn;
 };
 
+// A running request as status shows it (refreshed at each observation).
+struct RunningRequest {
+    std::string id;
+    std::string phase;  // "prefill" or "decode"
+    int64_t prompt_tokens = 0;
+    int64_t prompt_done = 0;  // prompt tokens processed (restored prefix included)
+    int64_t cached_tokens = 0;
+    int64_t generated_tokens = 0;
+    double queued_seconds = 0.0;
+    double running_seconds = 0.0;  // since admission
+    bool session = false;          // a session turn
+};
+
 // Figures for status and the tests: what the worker is doing.
 struct WorkerCounters {
     int active = 0;
@@ -80,6 +100,8 @@ struct WorkerCounters {
     uint64_t failed = 0;
     uint64_t rejected = 0;
     PrefixCacheCounters prefix_cache;
+    std::vector<RunningRequest> running;  // as of the last observation
+    std::string current;                  // the request the worker ran last ("" before any)
 };
 
 class Worker {
@@ -99,6 +121,8 @@ public:
     void stop();
 
     WorkerCounters counters() const;
+    // Totals over finished, cancelled and rejected requests.
+    RequestTotals request_totals() const { return metrics_.totals(); }
 
 private:
     struct Running {
@@ -111,6 +135,7 @@ private:
         std::vector<int64_t> saves;  // prompt positions still to checkpoint, ascending
         Timings cache;               // the cache_* figures of its Timings
         uint64_t last_step = 0;      // when it last ran (the worker's step count)
+        std::chrono::steady_clock::time_point admitted;
     };
 
     void run();
@@ -125,6 +150,8 @@ private:
     // Rows of the next prefill chunk: the paced or full chunk, cut at the next checkpoint.
     int64_t chunk_rows(const Running& r, int64_t paced) const;
     void publish_cache_counters();
+    // Calls options_.observe and refreshes counters_.running, at most every `interval`.
+    void observe(std::chrono::milliseconds interval);
     // Admits waiting requests in order while they fit; answers cancelled and impossible ones.
     void admit_waiting();
     // Runs one step of `r`; returns false when it has finished (final frame sent).
@@ -150,6 +177,8 @@ private:
     size_t next_ = 0;           // round-robin position in active_
     uint64_t steps_ = 0;        // steps run, for least-recently-run parking
     int64_t chunk_target_ = 0;  // paced prefill chunk, rows
+    std::chrono::steady_clock::time_point last_observed_{};
+    RequestMetrics metrics_;  // its own lock; taken after mutex_ when both are held
 
     std::thread thread_;
 };

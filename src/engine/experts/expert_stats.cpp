@@ -130,6 +130,14 @@ double ExpertStats::hit_rate() const {
     return ratio(sum.experts.hits, sum.experts.selections);
 }
 
+nlohmann::json to_json(const LayerCounters& layer) {
+    return layer_json(layer);
+}
+
+nlohmann::json to_json(const ExpertCounters& expert) {
+    return expert_json(expert);
+}
+
 nlohmann::json to_json(const ExpertStats& stats, bool include_experts) {
     nlohmann::json out;
     out["steps"] = stats.steps;

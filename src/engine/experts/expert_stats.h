@@ -91,5 +91,8 @@ struct ExpertStats {
 //  "quant": [{"bits", "demand": {...}, "prefetch": {...}, ...}]}], "experts": [...] }.
 // Per-expert entries (only those ever selected or prefetched) when include_experts.
 nlohmann::json to_json(const ExpertStats& stats, bool include_experts = false);
+// One layer's entry of to_json's "layers" (without its "layer" index), and one expert's.
+nlohmann::json to_json(const LayerCounters& layer);
+nlohmann::json to_json(const ExpertCounters& expert);
 
 }  // namespace cherenkov::engine

@@ -220,7 +220,10 @@ bool Generator::step(const TokenSink& sink, int64_t prefill_rows) {
         prompt_done_ += n;
         ++stats_.prefill_chunks;
         stats_.prefill_chunk_tokens = std::max(stats_.prefill_chunk_tokens, rows);
-        stats_.prefill_seconds += seconds_since(started);
+        const double chunk_seconds = seconds_since(started);
+        stats_.prefill_seconds += chunk_seconds;
+        if (options_.prefill_counters != nullptr)
+            options_.prefill_counters->record(static_cast<uint64_t>(n), chunk_seconds);
         if (!last) return true;
         if (options_.max_tokens <= 0) {
             stop("length");

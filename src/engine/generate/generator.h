@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/generate/prefill_counters.h"
 #include "engine/generate/sampler.h"
 #include "engine/model/model_backend.h"
 #include "engine/model/prefill_quantum.h"
@@ -53,6 +54,9 @@ struct GenerationOptions {
     // Tests only: bring every call's logits to the host and pick tokens there, as penalties do,
     // instead of asking the backend for token ids (the two must agree).
     bool host_selection = false;
+    // The engine's prefill totals (LoadedModel::prefill_counters()): every completed prefill
+    // chunk is added there too. Null: counted only in this generation's stats.
+    PrefillCounters* prefill_counters = nullptr;
 };
 
 struct GenerationStats {

@@ -8,6 +8,7 @@ import selectors
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -20,7 +21,15 @@ BACKEND = os.environ.get("CHERENKOV_SERVE_BACKEND", "cpu")
 
 class Server:
     def __init__(self, binary, model, *flags, env=None, timeout=120):
-        args = [binary, "serve", str(model), "--port", "0", "--backend", BACKEND, *map(str, flags)]
+        flags = list(map(str, flags))
+        # Each server gets its own control socket: servers of one test run side by side, and the
+        # default path admits one owner (docs/monitoring.md).
+        if "--socket" in flags:
+            self.socket = flags[flags.index("--socket") + 1]
+        else:
+            self.socket = os.path.join(tempfile.mkdtemp(prefix="cherenkov-ctl-"), "control.sock")
+            flags += ["--socket", self.socket]
+        args = [binary, "serve", str(model), "--port", "0", "--backend", BACKEND, *flags]
         self.stderr_path = f"/tmp/cherenkov-serve-{os.getpid()}-{time.monotonic_ns()}.log"
         self._stderr = open(self.stderr_path, "w+")
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self._stderr, text=True, env=env)
