@@ -90,11 +90,11 @@ void Worker::admit_waiting() {
         while (!waiting_.empty()) {
             Running& r = waiting_.front();
             if (stopping_ || r.job->channel->cancelled()) {
+                metrics_.record({.outcome = RequestOutcome::Cancelled,
+                                 .prompt_tokens = r.job->prompt.size()});
                 answered.emplace_back(std::move(r),
                                       ApiError(499, "the request was cancelled before admission",
                                                "cancelled", "", "cancelled"));
-                metrics_.record({.outcome = RequestOutcome::Cancelled,
-                                 .prompt_tokens = r.job->prompt.size()});
                 waiting_.pop_front();
                 ++counters_.cancelled;
                 continue;
