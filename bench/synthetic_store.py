@@ -3,7 +3,14 @@
 for engine benchmarks.
 
     bench/synthetic_store.py OUT_DIR [--layers 4] [--experts 512] [--top-k 10] [--hidden 2560]
-                                     [--intermediate 640] [--vocab 32768] [--mtp] ...
+                                     [--intermediate 640] [--vocab 32768] [--mtp] [--bf16] ...
+
+With --bf16 it writes the Hugging Face BF16 form instead (flat `model.` prefix, fused
+`mlp.experts.gate_up_proj` / `down_proj`, n-gram table in `shard_J` parts, int64 PLE buffers,
+`full_attention` spelling of the QSA layers), the checkpoint a peer engine's converter and
+`cherenkov prepare` both read, for side-by-side benchmarks (bench/peers/). Its weights are seeded
+normal draws with the fixture initializer's standard deviations, drawn on a CUDA device when
+PyTorch has one (fast), else with numpy. `--tokenizer DIR` copies the tokenizer files of DIR.
 
 The layout is the one of tests/fixtures/tiny_c/mlx_q4 (docs/formats.md §3.5, §3.9):
 prefix `model.`, experts stacked as `mlp.switch_mlp.{gate,up,down}_proj`, conv1d weights
@@ -29,6 +36,7 @@ import argparse
 import hashlib
 import math
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -186,6 +194,29 @@ class Checkpoint:
             self.quant[base] = {"group_size": group, "bits": 4}
 
 
+def normal_bf16(seed, count, sigma):
+    """`count` BF16 bit patterns of N(0, sigma^2), in blocks."""
+    try:
+        import torch
+        device = "cuda" if torch.cuda.is_available() else None
+    except ImportError:
+        device = None
+    done = 0
+    if device:
+        gen = torch.Generator(device=device).manual_seed(seed & ((1 << 63) - 1))
+        while done < count:
+            n = min(BLOCK_WORDS * 8, count - done)
+            block = torch.randn(n, generator=gen, device=device, dtype=torch.float32) * sigma
+            yield block.to(torch.bfloat16).view(torch.int16).cpu().numpy().view(np.uint16)
+            done += n
+        return
+    rng = np.random.Generator(np.random.SFC64(seed))
+    while done < count:
+        n = min(BLOCK_WORDS, count - done)
+        yield mq.f32_to_bf16_bits(rng.standard_normal(n, dtype=np.float32) * np.float32(sigma))
+        done += n
+
+
 def sigma_of(kind, shape):
     """The weight std of tools/fixtures/spec.py init_tensor for the quantized kinds."""
     if kind in ("embed", "ngram"):
@@ -195,7 +226,40 @@ def sigma_of(kind, shape):
     return 1.0 / math.sqrt(shape[-1])  # linear, expert
 
 
+def build_bf16(args):
+    """The Hugging Face BF16 form (flat prefix, fused experts); see the module docstring."""
+    text = text_config(args)
+    text["layer_types"] = ["full_attention" if t == "qwen_sparse_attention" else t for t in text["layer_types"]]
+    spec.CONFIGS[CONFIG_NAME] = {"text": text, "mtp": args.mtp, "forms": ["hf_flat_fused"]}
+    d = spec.Dims(spec.text_config(CONFIG_NAME))
+    ckpt = Checkpoint(args)
+
+    def add_normal(name, shape, sigma):
+        seed = seed_of(args, name)
+        count = int(np.prod(shape, dtype=np.int64))
+        ckpt.add(name, "BF16", shape, lambda: normal_bf16(seed, count, sigma))
+
+    for name, shape, kind in spec.inventory(CONFIG_NAME):
+        if kind == "ngram":
+            base = name[: -len("weight")]
+            for j, rows in enumerate(spec.ngram_shard_rows(shape[0], d.t["split_ngram_parts"])):
+                add_normal(f"{base}shard_{j}.weight", (rows, shape[1]), sigma_of(kind, shape))
+        elif kind in spec.QUANT_KINDS:
+            add_normal(name, shape, sigma_of(kind, shape))
+        elif kind == "router":
+            add_normal(name, shape, 8.0 / math.sqrt(shape[-1]))  # as the fixtures: few near-ties
+        else:
+            w = spec.init_tensor(CONFIG_NAME, name, shape, kind, d)
+            if kind == "buffer":
+                ckpt.add(name, "I64", w.shape, constant(w.astype("<i8")))
+            else:
+                ckpt.add(name, "BF16", w.shape, constant(mq.f32_to_bf16_bits(w)))
+    return ckpt, None
+
+
 def build(args):
+    if args.bf16:
+        return build_bf16(args)
     text = text_config(args)
     spec.CONFIGS[CONFIG_NAME] = {"text": text, "mtp": args.mtp, "forms": ["mlx_q4"]}
     d = spec.Dims(spec.text_config(CONFIG_NAME))
@@ -250,11 +314,11 @@ def plan_shards(tensors, shard_bytes):
     return {f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors": names for i, names in enumerate(shards)}
 
 
-def write_file(path, tensors, names, progress):
+def write_file(path, tensors, names, progress, file_format="mlx"):
     import json
     import struct
 
-    header, offset = {"__metadata__": {"format": "mlx"}}, 0
+    header, offset = {"__metadata__": {"format": file_format}}, 0
     for name in names:
         dtype, shape, _ = tensors[name]
         n = nbytes(dtype, shape)
@@ -302,6 +366,8 @@ def main():
     parser.add_argument("--ngram-base", type=int, default=200_000, help="ngram_vocab_size_base (FN: 2e7)")
     parser.add_argument("--ngram-parts", type=int, default=16, help="split_ngram_parts")
     parser.add_argument("--mtp", action="store_true", help="add one MTP layer (mtp.*)")
+    parser.add_argument("--bf16", action="store_true", help="the Hugging Face BF16 form (module docstring)")
+    parser.add_argument("--tokenizer", default="", help="--bf16: copy this folder's tokenizer files")
     parser.add_argument("--shard-gb", type=float, default=5.0, help="safetensors file size (default 5, as mlx-lm)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dry-run", action="store_true", help="print the sizes only")
@@ -310,7 +376,8 @@ def main():
     ckpt, quant = build(args)
     tensors = ckpt.tensors
     total = sum(nbytes(dt, shape) for dt, shape, _ in tensors.values())
-    experts = sum(nbytes(dt, shape) for name, (dt, shape, _) in tensors.items() if ".switch_mlp." in name)
+    experts = sum(nbytes(dt, shape) for name, (dt, shape, _) in tensors.items()
+                  if ".switch_mlp." in name or ".mlp.experts." in name)
     ngram = sum(nbytes(dt, shape) for name, (dt, shape, _) in tensors.items() if ".ngram_embedding." in name)
     print(f"{args.out_dir}: {len(tensors)} tensors, {total / 1e9:.2f} GB (experts {experts / 1e9:.2f}, "
           f"n-gram {ngram / 1e9:.2f}, other {(total - experts - ngram) / 1e9:.2f})", flush=True)
@@ -329,17 +396,23 @@ def main():
             sys.stderr.flush()
 
     for file_name, names in files.items():
-        write_file(os.path.join(args.out_dir, file_name), tensors, names, progress)
+        write_file(os.path.join(args.out_dir, file_name), tensors, names, progress, "pt" if args.bf16 else "mlx")
     if sys.stderr.isatty():
         sys.stderr.write("\n")
     shapes = {name: (dt, SimpleNamespace(shape=tuple(shape))) for name, (dt, shape, _) in tensors.items()}
-    index = {"metadata": {"total_size": total, "total_parameters": writers.mlx_total_parameters(shapes, quant)},
-             "weight_map": {name: f for f, names in files.items() for name in names}}
+    metadata = {"total_size": total}
+    if quant is not None:
+        metadata["total_parameters"] = writers.mlx_total_parameters(shapes, quant)
+    weight_map = {name: f for f, names in files.items() for name in names}
     writers.write_json(os.path.join(args.out_dir, "model.safetensors.index.json"),
-                       {"metadata": index["metadata"], "weight_map": dict(sorted(index["weight_map"].items()))},
-                       sort_keys=False)
-    writers.write_json(os.path.join(os.path.abspath(args.out_dir), "config.json"),
-                       writers.mlx_config(CONFIG_NAME, quant, None))
+                       {"metadata": metadata, "weight_map": dict(sorted(weight_map.items()))}, sort_keys=False)
+    config = (writers.hf_config(CONFIG_NAME, nested=False, transformers_version=None) if quant is None
+              else writers.mlx_config(CONFIG_NAME, quant, None))
+    writers.write_json(os.path.join(os.path.abspath(args.out_dir), "config.json"), config)
+    if args.tokenizer:
+        for name in ("tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt"):
+            if os.path.isfile(os.path.join(args.tokenizer, name)):
+                shutil.copyfile(os.path.join(args.tokenizer, name), os.path.join(args.out_dir, name))
     seconds = time.monotonic() - start
     print(f"wrote {len(files)} file(s) in {seconds:.1f} s ({total / 1e6 / max(seconds, 1e-9):.0f} MB/s)")
     return 0

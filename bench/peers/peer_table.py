@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""The side-by-side table of bench/peers/llama_cpp.sh: both engines' figures per regime, the
+ratio Cherenkov / llama.cpp (best against best), decode bytes per token and the share of the
+HBM roofline (bytes a decode token must read / the device-to-device copy rate measured in the
+same run), and disk streaming against the disk's O_DIRECT rates.
+
+    bench/peers/peer_table.py RESULTS_DIR LAYERS STORE_DIR   (reads RESULTS_DIR/L<LAYERS>/*.json)
+"""
+import json
+import os
+import sys
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def llama_rates(entries, **match):
+    """{(quant, 'pp'|'tg'): [tok/s...]} of llama-bench JSON entries matching `match`."""
+    out = {}
+    for e in entries or []:
+        if any(e.get(k) != v for k, v in match.items()):
+            continue
+        quant = "Q4_K_M" if "q4_k_m" in e["model_filename"] else "Q4_0"
+        kind = "pp" if e["n_prompt"] > 0 else "tg"
+        out.setdefault((quant, kind), []).append(e["avg_ts"])
+    return out
+
+
+def span(values):
+    values = [v for v in values if v]
+    if not values:
+        return "-"
+    lo, hi = min(values), max(values)
+    return f"{lo:,.0f}" if abs(hi - lo) < 0.5 else f"{lo:,.0f}-{hi:,.0f}"
+
+
+def ratio(ours, theirs):
+    ours = [v for v in ours if v]
+    theirs = [v for v in theirs if v]
+    return f"{max(ours) / max(theirs):.2f}x" if ours and theirs else "-"
+
+
+def cherenkov(res, name, key):
+    report = load(os.path.join(res, f"cherenkov_{name}.json"))
+    return [report[key]] if report else []
+
+
+def decode_bytes_per_token(store_dir):
+    manifest = load(os.path.join(store_dir, "manifest.json"))
+    config = load(os.path.join(store_dir, "config.json"))
+    if not manifest or not config:
+        return None
+    text = config.get("text_config", config)
+    dense = 0
+    for entry in manifest["dense"]:
+        if entry["name"].endswith("embed_tokens.weight"):
+            continue  # one row a token
+        for part in ("data", "scales", "biases"):
+            if part in entry:
+                dense += entry[part][1]
+    experts = manifest["experts"]
+    routed = text["num_experts_per_tok"] * experts["n_trunk_layers"] * experts["record_bytes"]
+    return dense + routed
+
+
+def main():
+    out_dir, layers = sys.argv[1], int(sys.argv[2])
+    res = os.path.join(out_dir, f"L{layers}")
+    limits = load(os.path.join(out_dir, "limits.json")) or {}
+    resident = load(os.path.join(res, "llama_resident.json"))
+    host = load(os.path.join(res, "llama_host.json"))
+    host_all = load(os.path.join(res, "llama_host_all.json"))
+    quarter, half = layers * 3 // 4, layers // 2
+    rows = []
+
+    r = llama_rates(resident)
+    for kind, key, label in (("pp", "best_prefill_tokens_per_second", "resident prefill"),
+                             ("tg", "best_decode_tokens_per_second", "resident decode")):
+        ours = cherenkov(res, "resident", key) + cherenkov(res, "resident_q512", key)
+        q40, q4k = r.get(("Q4_0", kind), []), r.get(("Q4_K_M", kind), [])
+        rows.append((label, span(ours), f"{span(q40)} (Q4_0), {span(q4k)} (Q4_K_M)", ratio(ours, q40 + q4k)))
+    for share, ncmoe, name in ((25, quarter, "host25"), (50, half, "host50")):
+        h = llama_rates(host, n_cpu_moe=ncmoe)
+        for kind, key, label in (("pp", "best_prefill_tokens_per_second", "prefill"),
+                                 ("tg", "best_decode_tokens_per_second", "decode")):
+            ours = cherenkov(res, name, key)
+            theirs = h.get(("Q4_0", kind), [])
+            extra = []
+            if share == 25:  # all experts on the CPU: less GPU memory than ours, shown beside
+                extra = llama_rates(host_all).get(("Q4_0", kind), [])
+            theirs_text = f"{span(theirs)} (--n-cpu-moe {ncmoe})"
+            if extra:
+                theirs_text += f"; {span(extra)} (-ot exps=CPU)"
+            rows.append((f"experts in host RAM, {share}% on GPU, {label}", span(ours), theirs_text,
+                         ratio(ours, theirs + extra)))
+    disk = load(os.path.join(res, "disk.json")) or {}
+    stream = load(os.path.join(res, "cherenkov_disk25.json"))
+    if stream:
+        run = stream["runs"][0]
+        mb = run.get("decode_expert_bytes_per_token", 0) / 1e6
+        rate = stream["best_decode_tokens_per_second"]
+        rows.append(("disk streaming, 25% pool, decode", f"{rate:,.1f} ({mb:.0f} MB/token = {rate * mb / 1e3:.2f} GB/s)",
+                     "(not run)", f"disk: {disk.get('sequential_mb_per_s', 0) / 1e3:.2f} GB/s sequential, "
+                     f"{disk.get('random_record_mb_per_s', 0) / 1e3:.2f} GB/s random records"))
+        rows.append(("disk streaming, 25% pool, prefill", f"{stream['best_prefill_tokens_per_second']:,.1f}", "(not run)", "-"))
+
+    print(f"### {layers} layers\n")
+    print("| regime | Cherenkov tok/s | llama.cpp tok/s | ratio |")
+    print("|---|---|---|---|")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+    per_token = decode_bytes_per_token(sys.argv[3])
+    hbm = limits.get("hbm_copy_gbps")
+    ours = cherenkov(res, "resident", "best_decode_tokens_per_second")
+    if per_token and hbm and ours:
+        roof = hbm * 1e9 / per_token
+        print(f"\nResident decode reads {per_token / 1e6:.1f} MB a token (dense weights without the embedding, "
+              f"plus top-k experts in every layer); at the measured HBM copy rate of {hbm:,.0f} GB/s the "
+              f"roofline is {roof:,.0f} tok/s, and Cherenkov's best decode is {100 * max(ours) / roof:.0f}% of it.")
+
+
+if __name__ == "__main__":
+    main()
