@@ -1,25 +1,33 @@
-// `cherenkov serve MODEL [--host H] [--port P] [--max-ctx N] [engine flags]`: the
-// OpenAI-compatible HTTP server (docs/serving.md). It listens first (GET /health says
-// "loading"), loads the model, prints one line with its URL on stdout when ready, and serves
-// until SIGINT or SIGTERM, which cancel the requests in flight, finish their responses and exit 0.
+// `cherenkov serve [MODEL] [--config FILE] [--print-config] [--host H] [--port P] [--max-ctx N]
+// [engine flags]`: the OpenAI-compatible HTTP server (docs/serving.md). Its settings are the
+// built-in defaults, then the configuration file, then the flags given (docs/configuration.md).
+// It listens first (GET /health says "loading"), loads the model, prints one line with its URL
+// on stdout when ready, and serves until SIGINT or SIGTERM, which cancel the requests in flight,
+// finish their responses and exit 0. SIGHUP reloads the configuration's [defaults].
 #include <pthread.h>
 
 #include <condition_variable>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "base/error.h"
 #include "cli/commands.h"
 #include "cli/flag_range.h"
 #include "cli/model_options.h"
+#include "cli/serve_flags.h"
 #include "engine/generate/context_budget.h"
 #include "engine/model/sequence_state_size.h"
+#include "serving/config/config_holder.h"
+#include "serving/config/settings_report.h"
 #include "serving/control/control_client.h"
 #include "serving/control/control_server.h"
 #include "serving/control/monitoring_handlers.h"
 #include "serving/http_server.h"
+#include "store/index/storage_paths.h"
 #include "text/chat_template.h"
 
 namespace cherenkov::cli {
@@ -31,7 +39,6 @@ struct ServeOptions {
     int port = 8080;
     int64_t max_ctx = 4096;
     int drafts = 2;
-    bool no_eos = false;
     int max_active = 2;
     int max_queued = 16;
     double prefill_chunk_seconds = 0.5;
@@ -41,7 +48,52 @@ struct ServeOptions {
     serving::PrefixCacheOptions prefix_cache;
     serving::SessionOptions sessions;
     std::string socket;  // the control socket; empty: default_control_socket_path()
+    size_t max_body_bytes = serving::HttpOptions{}.max_body_bytes;
+    std::chrono::seconds write_timeout = serving::HttpOptions{}.write_timeout;
 };
+
+// The options serve() runs with, from the resolved settings (docs/configuration.md), in the
+// units the server's structs take. `args` adds what is no setting (--check, --repack).
+ServeOptions options_from(const serving::config::ServeConfig& c, const ServeArgs& args) {
+    ServeOptions o;
+    o.model = args.model;
+    o.model.model = !c.server.model_dir.empty() ? c.server.model_dir : c.server.model;
+    // Neither key nor MODEL: the pinned default checkpoint, as `prepare` selects it.
+    if (o.model.model.empty()) o.model.model = store::default_model_reference();
+    o.model.root = c.server.root;
+    o.model.backend = c.server.backend;
+    o.model.threads = static_cast<int>(c.server.threads);
+    o.model.prefill_quantum = c.limits.prefill_quantum;
+    o.model.experts = static_cast<int>(c.experts.resident_bits);
+    o.model.miss_experts = static_cast<int>(c.experts.miss_bits);
+    o.model.pool_gb = c.experts.pool_gb;
+    // The engine's empty host pool is the staging pool.
+    o.model.host_pool_gb = c.experts.host_pool_gb == "staging" ? "" : c.experts.host_pool_gb;
+    o.model.cache_policy = c.experts.cache_policy;
+    o.model.cut_weak = static_cast<float>(c.experts.cut_weak);
+    o.model.io_threads = static_cast<int>(c.experts.io_threads);
+    o.model.buffered_io = c.experts.buffered_io;
+    o.model.build_missing_store = c.experts.build_missing_store;
+    o.host = c.server.host;
+    o.port = static_cast<int>(c.server.port);
+    o.max_ctx = c.server.max_ctx;
+    o.drafts = static_cast<int>(c.experts.drafts);
+    o.max_active = static_cast<int>(c.limits.max_active);
+    o.max_queued = static_cast<int>(c.limits.max_queued);
+    o.prefill_chunk_seconds = c.limits.prefill_chunk_seconds;
+    o.state_memory_gb = c.limits.state_memory_gb;
+    o.prefix_cache.max_bytes = static_cast<uint64_t>(c.prefix_cache.max_mb) << 20;
+    o.prefix_cache.max_entries = c.prefix_cache.max_entries;
+    o.prefix_cache.idle_seconds = c.prefix_cache.idle_seconds;
+    o.prefix_cache.interval_tokens = c.prefix_cache.interval_tokens;
+    o.sessions.max_sessions = c.sessions.max_sessions;
+    o.sessions.max_bytes = static_cast<uint64_t>(c.sessions.memory_mb) << 20;
+    o.sessions.idle_seconds = c.sessions.idle_seconds;
+    o.socket = c.server.socket;
+    o.max_body_bytes = static_cast<size_t>(c.limits.max_body_mb) << 20;
+    o.write_timeout = std::chrono::seconds(c.limits.write_timeout_seconds);
+    return o;
+}
 
 // What admission reserves per request besides its sequence state (seed "Memory and
 // scheduling": checkpoint, sampling, token and text storage): the sampler's rows of logits (the
@@ -67,20 +119,37 @@ uint64_t state_budget(const std::string& flag) {
     return static_cast<uint64_t>(gb * 1e9);
 }
 
-// Blocks SIGINT and SIGTERM in every thread (call before starting any), so one thread takes
-// them with sigwait.
+// Blocks SIGINT, SIGTERM and SIGHUP in every thread (call before starting any), so one thread
+// takes them with sigwait.
 sigset_t block_stop_signals() {
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &set, nullptr);
     // A client that closes its socket must not kill the server with SIGPIPE.
     std::signal(SIGPIPE, SIG_IGN);
     return set;
 }
 
-int serve(const ServeOptions& options) {
+// One line on stderr with a reload's outcome (SIGHUP has no one else to tell).
+void log_reload(const nlohmann::json& result) {
+    if (result.value("ok", false)) {
+        std::string changed;
+        for (const auto& key : result["changed"]) {
+            changed += (changed.empty() ? "" : ", ") + key.get<std::string>();
+        }
+        std::fprintf(stderr, "cherenkov: configuration reloaded: generation %llu, %s\n",
+                     static_cast<unsigned long long>(result.value("generation", uint64_t{0})),
+                     changed.empty() ? "nothing changed" : ("changed " + changed).c_str());
+    } else {
+        std::fprintf(stderr, "cherenkov: configuration reload refused: %s\n",
+                     result.value("error", std::string()).c_str());
+    }
+}
+
+int serve(const ServeOptions& options, std::shared_ptr<serving::config::ConfigHolder> settings) {
     if (options.max_active < 1 || options.max_queued < 0) {
         throw_invalid("--max-active must be at least 1 and --max-queued at least 0");
     }
@@ -97,9 +166,13 @@ int serve(const ServeOptions& options) {
     std::condition_variable stop_requested;
     bool stop = false;
     bool loaded = false;
-    std::thread watcher([&] {
+    std::thread watcher([&, settings] {
         int received = 0;
-        sigwait(&signals, &received);
+        for (;;) {
+            sigwait(&signals, &received);
+            if (received != SIGHUP) break;
+            log_reload(settings->reload());
+        }
         std::lock_guard lock(mutex);
         if (!loaded) {
             // Nothing to finish yet: loading cannot be interrupted part-way.
@@ -116,6 +189,8 @@ int serve(const ServeOptions& options) {
     http.port = options.port;
     http.max_ctx = options.max_ctx;
     http.sessions = options.sessions;
+    http.max_body_bytes = options.max_body_bytes;
+    http.write_timeout = options.write_timeout;
     serving::HttpServer server(http);
     server.start();
     // The control socket answers from startup (status says ready: false while loading). Declared
@@ -127,6 +202,8 @@ int serve(const ServeOptions& options) {
     serving::control::add_monitoring_handlers(
         control_handlers, server,
         {.model = options.model.model, .url = url, .socket_path = socket_path});
+    control_handlers.config_show = [settings] { return settings->show(); };
+    control_handlers.config_reload = [settings] { return settings->reload(); };
     serving::control::ControlServer control(socket_path, std::move(control_handlers));
     std::fprintf(stderr, "cherenkov: loading %s (http://%s:%d/health answers once it is ready)\n",
                  options.model.model.c_str(), options.host.c_str(), server.port());
@@ -149,7 +226,8 @@ int serve(const ServeOptions& options) {
         if (!name.empty() && name != "cherenkov") served.names.push_back(name);
     }
     served.drafts = options.drafts;
-    served.stop_at_eos = !options.no_eos;
+    // Each request copies the configuration's current [defaults] when it arrives.
+    served.current_defaults = [settings] { return settings->defaults(); };
     served.prefill_quantum = loaded_model.prefill_quantum();
 
     serving::WorkerOptions worker;
@@ -192,77 +270,45 @@ int serve(const ServeOptions& options) {
     return 0;
 }
 
-// Flags that fill the prefix cache's and the sessions' limits. Sizes are MiB (the seed's
-// --prefix-cache-mb); memory flags are stored in bytes.
-void add_retention_options(CLI::App* app, ServeOptions& options) {
-    auto mib = [](uint64_t& bytes) {
-        return [&bytes](const std::string& text) {
-            bytes = static_cast<uint64_t>(std::stoull(text)) << 20;
-        };
-    };
-    app->add_option_function<std::string>("--prefix-cache-mb", mib(options.prefix_cache.max_bytes),
-                                          "Host memory for prefix checkpoints, MiB, 0-1048576 "
-                                          "(default 512; 0 turns the prefix cache off)")
-        ->check(in_range(0, int64_t{1} << 20));
-    app->add_option("--prefix-cache-entries", options.prefix_cache.max_entries,
-                    "Most prefix checkpoints kept, 1-100000 (default 64)")
-        ->check(in_range(1, 100000));
-    app->add_option("--prefix-cache-idle-seconds", options.prefix_cache.idle_seconds,
-                    "Drop prefix checkpoints unused this long, 0-31536000 (default 1800; 0: never)")
-        ->check(in_real_range(0.0, 31536000.0));
-    app->add_option("--prefix-cache-interval", options.prefix_cache.interval_tokens,
-                    "Also checkpoint long prompts every this many tokens, 0-16777216 (default "
-                    "1024; 0: only message boundaries and complete prompts)")
-        ->check(in_range(0, int64_t{1} << 24));
-    app->add_option("--max-sessions", options.sessions.max_sessions,
-                    "Most sessions kept, 1-1000000 (default 256; the least recently used idle "
-                    "one is evicted for a new one)")
-        ->check(in_range(1, 1000000));
-    app->add_option_function<std::string>("--session-memory-mb", mib(options.sessions.max_bytes),
-                                          "Memory for all sessions' history, MiB, 1-1048576 "
-                                          "(default 256)")
-        ->check(in_range(1, int64_t{1} << 20));
-    app->add_option("--session-idle-seconds", options.sessions.idle_seconds,
-                    "Drop sessions idle this long, 0-31536000 (default 3600; 0: never)")
-        ->check(in_real_range(0.0, 31536000.0));
+// Resolves the settings (defaults < configuration file < explicit flags) and serves them, or
+// prints them for --print-config.
+int run_serve(const CLI::App& app, const ServeArgs& args) {
+    std::vector<serving::config::FlagValue> flags = explicit_flag_values(app, args);
+    std::optional<serving::config::ConfigFile> file;
+    if (!args.config.empty()) {
+        file = serving::config::read_config_file(args.config);
+    } else {
+        // The default file counts only when it exists (`cherenkov paths` names it).
+        const std::string path =
+            store::resolve_storage_paths(args.model.root, store::PathEnvironment::from_process())
+                .config;
+        std::error_code ec;
+        if (std::filesystem::exists(path, ec)) file = serving::config::read_config_file(path);
+    }
+    serving::config::ResolvedConfig resolved =
+        serving::config::resolve_config(file ? &*file : nullptr, flags);
+    if (args.print_config) {
+        std::printf(
+            "# cherenkov serve: resolved settings (configuration file: %s)\n"
+            "# after each value: where it came from (default, file or flag) and its "
+            "flag\n\n%s",
+            resolved.file.empty() ? "none" : resolved.file.c_str(),
+            serving::config::settings_toml(serving::config::settings_json(resolved, 1)).c_str());
+        return 0;
+    }
+    const ServeOptions options = options_from(resolved.values, args);
+    return serve(options, std::make_shared<serving::config::ConfigHolder>(std::move(resolved),
+                                                                          std::move(flags)));
 }
 
 }  // namespace
 
 Command register_serve(CLI::App& parent) {
-    auto options = std::make_shared<ServeOptions>();
+    auto args = std::make_shared<ServeArgs>();
     CLI::App* app = parent.add_subcommand(
         "serve", "Serve the model over an OpenAI-compatible HTTP API (docs/serving.md)");
-    add_model_options(app, options->model);
-    app->add_option("--host", options->host, "Address to listen on (default 127.0.0.1)");
-    app->add_option("--port", options->port, "Port to listen on, 0-65535 (default 8080; 0: any)")
-        ->check(CLI::Range(0, 65535));
-    app->add_option("--max-ctx", options->max_ctx,
-                    "Most tokens of prompt, output and draft headroom per request (default 4096)")
-        ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
-    app->add_option("--drafts", options->drafts,
-                    "MTP drafts per step: 0, 1 or 2 (default 2, adaptive; greedy requests only)")
-        ->check(CLI::IsMember({0, 1, 2}));
-    app->add_flag("--no-eos", options->no_eos,
-                  "Do not stop requests at EOS (for benchmarks: every request runs to max_tokens)");
-    app->add_option("--max-active", options->max_active,
-                    "Requests interleaved at once, 1-64 (default 2)")
-        ->check(CLI::Range(1, 64));
-    app->add_option("--max-queued", options->max_queued,
-                    "Requests waiting for admission before 503, 0-4096 (default 16)")
-        ->check(CLI::Range(0, 4096));
-    app->add_option("--prefill-chunk-seconds", options->prefill_chunk_seconds,
-                    "While other requests wait, aim prefill chunks at this many seconds, 0-60 "
-                    "(default 0.5; 0: fixed chunks of min(128, quantum))")
-        ->check(CLI::Range(0.0, 60.0));
-    app->add_option("--state-memory-gb", options->state_memory_gb,
-                    "Sequence-state memory admission may reserve, decimal GB, or auto (default: "
-                    "a quarter of the memory available at startup)");
-    add_retention_options(app, *options);
-    app->add_option("--socket", options->socket,
-                    "Control socket for status, stats and dash (default "
-                    "$TMPDIR/cherenkov-UID/control.sock; docs/monitoring.md)");
-    return {app, [options]() { return serve(*options); }};
+    add_serve_flags(app, *args);
+    return {app, [args, app]() { return run_serve(*app, *args); }};
 }
 
 }  // namespace cherenkov::cli

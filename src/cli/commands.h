@@ -32,6 +32,7 @@ Command register_dash(CLI::App& parent);
 // Commands with subcommands return one Command per leaf.
 std::vector<Command> register_store_commands(CLI::App& parent);
 std::vector<Command> register_model_commands(CLI::App& parent);
+std::vector<Command> register_config_commands(CLI::App& parent);
 std::vector<Command> register_stats_commands(CLI::App& parent);
 // The seed's command names not built yet (cmd_reserved.cpp), skipping any registered before it:
 // each says so and exits 1. Register it last.

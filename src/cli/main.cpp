@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
     };
     for (auto& command : cherenkov::cli::register_stats_commands(app)) commands.push_back(command);
     for (auto& command : cherenkov::cli::register_model_commands(app)) commands.push_back(command);
+    for (auto& command : cherenkov::cli::register_config_commands(app)) commands.push_back(command);
     for (auto& command : cherenkov::cli::register_store_commands(app)) commands.push_back(command);
     // Last: the seed's names no command above has taken yet.
     for (auto& command : cherenkov::cli::register_reserved_commands(app))

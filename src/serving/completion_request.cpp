@@ -124,12 +124,14 @@ bool valid_request_id(std::string_view id) {
     });
 }
 
-CompletionRequest parse_completion_request(std::string_view body, Endpoint endpoint) {
+CompletionRequest parse_completion_request(std::string_view body, Endpoint endpoint,
+                                           const config::GenerationDefaults& defaults) {
     const Json json = parse_body(body);
     if (!json.is_object()) throw_bad_field("", "the body must be a JSON object");
     const bool chat = endpoint == Endpoint::Chat;
     CompletionRequest request;
     request.endpoint = endpoint;
+    request.defaults = defaults;
 
     static const std::set<std::string, std::less<>> kCommon = {"model",
                                                                "max_tokens",

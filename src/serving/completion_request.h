@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/generate/sampler.h"
+#include "serving/config/generation_defaults.h"
 #include "serving/json_fields.h"
 #include "text/chat_message.h"
 #include "text/tool_calls/tool_spec.h"
@@ -48,6 +49,11 @@ struct CompletionRequest {
 
     bool stream = false;
     bool include_usage = false;  // stream_options.include_usage
+
+    // The server's defaults ([defaults], [defaults.sampling]) as they were when the request
+    // arrived: omitted fields take them (a session turn's sampling fields take the session's
+    // committed settings instead), and a reload while the request runs does not change them.
+    config::GenerationDefaults defaults;
 };
 
 // The longest stop string and most stop strings a request may give.
@@ -56,9 +62,11 @@ inline constexpr size_t kMaxStopBytes = 256;
 // top_logprobs range (OpenAI: 0-20).
 inline constexpr int kMaxTopLogprobs = 20;
 
-// Parses `body` (the raw request bytes) for `endpoint`. Throws ApiError (400) naming the field
-// for malformed JSON, wrong types, out-of-range values, and controls the engine cannot honour.
-CompletionRequest parse_completion_request(std::string_view body, Endpoint endpoint);
+// Parses `body` (the raw request bytes) for `endpoint`, with `defaults` the snapshot of the
+// server's defaults taken when the request arrived. Throws ApiError (400) naming the field for
+// malformed JSON, wrong types, out-of-range values, and controls the engine cannot honour.
+CompletionRequest parse_completion_request(std::string_view body, Endpoint endpoint,
+                                           const config::GenerationDefaults& defaults = {});
 
 // Whether `id` is a valid client request id: 1-80 of [A-Za-z0-9_-].
 bool valid_request_id(std::string_view id);

@@ -165,7 +165,8 @@ struct HttpServer::Impl {
         job->stream = request.stream;
         engine::GenerationOptions& g = job->generation;
         // Omitted fields inherit the session's committed settings (seed "Sessions").
-        g.sampling = request.sampling.over(turn ? turn->base().sampling : served->sampling);
+        g.sampling =
+            request.sampling.over(turn ? turn->base().sampling : request.defaults.sampling);
         try {
             engine::validate_sampling_options(g.sampling);
         } catch (const Error& e) {
@@ -180,8 +181,11 @@ struct HttpServer::Impl {
         context.prompt_tokens = static_cast<int64_t>(job->prompt.size());
         context.drafts = speculate ? g.drafts : 0;
         context.max_ctx = turn ? turn->base().context_tokens : options.max_ctx;
-        context.max_tokens =
-            request.max_tokens.value_or(context.max_ctx - context.prompt_tokens - context.drafts);
+        // Without max_tokens: the configured default, cut to what the context leaves (a default
+        // is no reason to refuse a request), or all of that room.
+        const int64_t room = context.max_ctx - context.prompt_tokens - context.drafts;
+        context.max_tokens = request.max_tokens.value_or(
+            request.defaults.max_tokens > 0 ? std::min(request.defaults.max_tokens, room) : room);
         try {
             engine::check_context_budget(context,
                                          {.max_tokens = "max_tokens",
@@ -195,7 +199,7 @@ struct HttpServer::Impl {
         const int64_t max_tokens = context.max_tokens;
         g.max_tokens = max_tokens;
         g.max_ctx = engine::needed_context(context);
-        g.stop_at_eos = served->stop_at_eos;  // the EOS policy is the server's
+        g.stop_at_eos = request.defaults.stop_at_eos;  // the EOS policy is the server's
         g.eos_ids = served->eos_ids;
         g.prefill_quantum = served->prefill_quantum;
         g.token_logits = request.logprobs;
@@ -247,11 +251,18 @@ struct HttpServer::Impl {
         }
     }
 
-    static CompletionRequest parse_request(Api api, const std::string& body) {
+    // `defaults`: the server's generation defaults when the request arrived (kept to its end).
+    static CompletionRequest parse_request(Api api, const std::string& body,
+                                           const config::GenerationDefaults& defaults) {
         switch (api) {
-            case Api::Chat: return parse_completion_request(body, Endpoint::Chat);
-            case Api::Completion: return parse_completion_request(body, Endpoint::Completion);
-            case Api::Messages: return anthropic::parse_messages_request(body);
+            case Api::Chat: return parse_completion_request(body, Endpoint::Chat, defaults);
+            case Api::Completion:
+                return parse_completion_request(body, Endpoint::Completion, defaults);
+            case Api::Messages: {
+                CompletionRequest request = anthropic::parse_messages_request(body);
+                request.defaults = defaults;
+                return request;
+            }
         }
         throw ApiError(500, "unknown API", "server_error");
     }
@@ -283,7 +294,7 @@ struct HttpServer::Impl {
         }
         std::shared_ptr<RequestChannel> channel;
         try {
-            const CompletionRequest request = parse_request(api, req.body);
+            const CompletionRequest request = parse_request(api, req.body, served->defaults());
             // A missing session is 404, a busy one 409, before the request id is taken.
             std::shared_ptr<SessionTurn> turn;
             if (!request.session_id.empty()) {
@@ -430,8 +441,9 @@ struct HttpServer::Impl {
     void handle_create_session(const httplib::Request& req, httplib::Response& res) {
         if (!require_ready(res)) return;
         try {
+            const config::GenerationDefaults defaults = served->defaults();
             const SessionRequest request = parse_session_request(req.body, options.max_ctx);
-            engine::SamplingOptions sampling = request.sampling.over(served->sampling);
+            engine::SamplingOptions sampling = request.sampling.over(defaults.sampling);
             try {
                 engine::validate_sampling_options(sampling);
             } catch (const Error& e) {
