@@ -28,8 +28,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     };
     handlers.stats_experts = [](uint32_t layer, const PageRequest& page) {
         if (layer > 3) cherenkov::throw_invalid("layer out of range");
-        return make_page("experts", 512, page,
-                         [](uint64_t expert) { return nlohmann::json{{"expert", expert}}; });
+        return make_page("experts", 512, page, [](uint64_t expert) {
+            return nlohmann::json{{"expert", expert}};
+        });
     };
     const nlohmann::json answer = dispatch_control_request(handlers, request);
     if (control_frame(answer).size() > kMaxFrameBytes) __builtin_trap();

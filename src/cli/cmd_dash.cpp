@@ -2,10 +2,10 @@
 // second it asks the server for stats_summary and one page of layers; between refreshes it
 // handles keys. A server that stops answering leaves the last values marked stale and gaps in
 // the charts, and the dashboard keeps retrying. q quits and restores the terminal.
+#include <curses.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <curses.h>
 
 #include "base/error.h"
 #include "cli/commands.h"
@@ -35,12 +35,12 @@ void refresh_stats(dash::DashState& state, int rows) {
             // Keep the selected row on the page.
             const auto visible = static_cast<uint64_t>(std::clamp(rows, 1, 128));
             if (state.selected < state.scroll) state.scroll = state.selected;
-            if (state.selected >= state.scroll + visible) state.scroll = state.selected + 1 - visible;
-            state.layers = control_call(state.socket,
-                                        {{"op", "stats_layers"},
-                                         {"offset", state.scroll},
-                                         {"limit", visible}},
-                                        std::chrono::seconds(2));
+            if (state.selected >= state.scroll + visible)
+                state.scroll = state.selected + 1 - visible;
+            state.layers =
+                control_call(state.socket,
+                             {{"op", "stats_layers"}, {"offset", state.scroll}, {"limit", visible}},
+                             std::chrono::seconds(2));
         }
         state.history.observe(dash::summary_totals(summary));
         state.summary = std::move(summary);
@@ -75,11 +75,12 @@ int run_dash(const std::string& socket) {
             case 'q':
             case 'Q': return 0;
             case '\t':
-                state.focus = static_cast<dash::Pane>((static_cast<int>(state.focus) + 1) % dash::kPanes);
+                state.focus =
+                    static_cast<dash::Pane>((static_cast<int>(state.focus) + 1) % dash::kPanes);
                 break;
             case KEY_BTAB:
-                state.focus = static_cast<dash::Pane>((static_cast<int>(state.focus) + dash::kPanes - 1) %
-                                                      dash::kPanes);
+                state.focus = static_cast<dash::Pane>(
+                    (static_cast<int>(state.focus) + dash::kPanes - 1) % dash::kPanes);
                 break;
             case KEY_DOWN:
             case 'j': ++state.selected; break;
@@ -102,8 +103,9 @@ int run_dash(const std::string& socket) {
 Command register_dash(CLI::App& parent) {
     auto socket = std::make_shared<std::string>();
     CLI::App* app = parent.add_subcommand(
-        "dash", "Terminal dashboard of the running server (expert reads, layers), over its "
-                "control socket");
+        "dash",
+        "Terminal dashboard of the running server (expert reads, layers), over its "
+        "control socket");
     app->add_option("--socket", *socket,
                     "The server's control socket (default $TMPDIR/cherenkov-UID/control.sock)");
     return {app, [socket]() { return run_dash(socket_or_default(*socket)); }};

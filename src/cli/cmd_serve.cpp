@@ -192,19 +192,19 @@ int serve(const ServeOptions& options, std::shared_ptr<serving::config::ConfigHo
     http.max_body_bytes = options.max_body_bytes;
     http.write_timeout = options.write_timeout;
     serving::HttpServer server(http);
-    server.start();
     // The control socket answers from startup (status says ready: false while loading). Declared
-    // after `server`, so it stops answering before the server goes.
-    const std::string url = "http://" + options.host + ":" + std::to_string(server.port()) + "/v1";
+    // after `server`, so it stops answering before the server goes; claimed before the server
+    // starts, so a second server on the same socket fails before it listens on anything.
     serving::control::ControlHandlers control_handlers;
     const std::string socket_path =
         options.socket.empty() ? serving::control::default_control_socket_path() : options.socket;
     serving::control::add_monitoring_handlers(
         control_handlers, server,
-        {.model = options.model.model, .url = url, .socket_path = socket_path});
+        {.model = options.model.model, .host = options.host, .socket_path = socket_path});
     control_handlers.config_show = [settings] { return settings->show(); };
     control_handlers.config_reload = [settings] { return settings->reload(); };
     serving::control::ControlServer control(socket_path, std::move(control_handlers));
+    server.start();
     std::fprintf(stderr, "cherenkov: loading %s (http://%s:%d/health answers once it is ready)\n",
                  options.model.model.c_str(), options.host.c_str(), server.port());
 

@@ -55,9 +55,10 @@ std::vector<std::string> counter_cells(const Json& entry) {
 }
 
 std::string page_footer(const Json& page, const TextStyle& style) {
-    std::string out = "\n" + style.item("observed", time_text(field(page, "observed_at").is_number()
-                                                                   ? page["observed_at"].get<double>()
-                                                                   : 0.0));
+    std::string out =
+        "\n" + style.item("observed", time_text(field(page, "observed_at").is_number()
+                                                    ? page["observed_at"].get<double>()
+                                                    : 0.0));
     const Json& next = field(page, "next_offset");
     out += style.item("next_offset", next.is_null() ? "none (last page)" : value_text(next));
     return out;
@@ -81,11 +82,12 @@ std::string summary_text(const Json& s, const TextStyle& style) {
                                return row;
                            }()});
         const Json& rates = field(s, "rates");
-        out += "\n" + style.item("completed since load",
-                                 bytes_text(count(s, "experts_read_bytes")) + " (" +
-                                     bytes_text(static_cast<uint64_t>(
-                                         field(rates, "completed_bytes_per_second").get<double>())) +
-                                     "/s average)");
+        out +=
+            "\n" + style.item("completed since load",
+                              bytes_text(count(s, "experts_read_bytes")) + " (" +
+                                  bytes_text(static_cast<uint64_t>(
+                                      field(rates, "completed_bytes_per_second").get<double>())) +
+                                  "/s average)");
         const Json& prediction = field(totals, "prediction");
         out += style.item("prediction", "recall " + value_text(field(prediction, "recall")) +
                                             ", precision " +
@@ -119,9 +121,9 @@ std::string layers_text(const Json& page, const TextStyle& style) {
         for (std::string& cell : counter_cells(entry)) row.push_back(std::move(cell));
         rows.push_back(std::move(row));
     }
-    out += style.table({"layer", "selections", "hits", "misses", "hit rate", "prefetches", "reads",
-                        "requested"},
-                       rows);
+    out += style.table(
+        {"layer", "selections", "hits", "misses", "hit rate", "prefetches", "reads", "requested"},
+        rows);
     return out + page_footer(page, style);
 }
 
@@ -173,14 +175,14 @@ std::vector<Command> register_stats_commands(CLI::App& parent) {
         "stats", "Show the running server's statistics, over its control socket");
     stats->require_subcommand(1);
 
-    CLI::App* summary = stats->add_subcommand("summary", "Totals since load: experts, reads, "
-                                                         "prefill, phases, requests, memory");
+    CLI::App* summary = stats->add_subcommand("summary",
+                                              "Totals since load: experts, reads, "
+                                              "prefill, phases, requests, memory");
     add_common(summary, *options);
     CLI::App* layers = stats->add_subcommand("layers", "Per-layer expert counters, paged");
     add_common(layers, *options);
     add_paging(layers, *options);
-    CLI::App* experts =
-        stats->add_subcommand("experts", "Per-expert counters of one layer, paged");
+    CLI::App* experts = stats->add_subcommand("experts", "Per-expert counters of one layer, paged");
     experts->add_option("LAYER", options->layer, "Layer (index in the packed expert table)")
         ->required()
         ->check(in_range(0, UINT32_MAX));
@@ -189,12 +191,15 @@ std::vector<Command> register_stats_commands(CLI::App& parent) {
 
     return {
         {summary,
-         [options] { return print(*options, {{"op", "stats_summary"}}, summary_text); }},
+         [options] {
+             return print(*options, {{"op", "stats_summary"}}, summary_text);
+         }},
         {layers,
          [options] {
-             return print(*options,
-                          {{"op", "stats_layers"}, {"offset", options->offset}, {"limit", options->limit}},
-                          layers_text);
+             return print(
+                 *options,
+                 {{"op", "stats_layers"}, {"offset", options->offset}, {"limit", options->limit}},
+                 layers_text);
          }},
         {experts,
          [options] {

@@ -22,7 +22,8 @@ std::string status_text(const nlohmann::json& status, const TextStyle& style) {
     out += style.item("url", value_text(status.value("url", nlohmann::json())));
     out += style.item("socket", value_text(status.value("socket", nlohmann::json())));
     out += style.item("pid", value_text(status.value("pid", nlohmann::json())));
-    if (status.contains("backend")) out += style.item("backend", value_text(field(status, "backend")));
+    if (status.contains("backend"))
+        out += style.item("backend", value_text(field(status, "backend")));
     if (status.contains("uptime_seconds"))
         out += style.item("uptime", value_text(field(status, "uptime_seconds")) + " s");
     if (status.contains("memory")) {
@@ -39,19 +40,23 @@ std::string status_text(const nlohmann::json& status, const TextStyle& style) {
                                       value_text(field(requests, "failed")) + " failed, " +
                                       value_text(field(requests, "rejected")) + " rejected");
     out += style.item("tokens", value_text(field(requests, "prompt_tokens")) + " prompt (" +
-                                    value_text(field(requests, "cached_prompt_tokens")) + " cached), " +
-                                    value_text(field(requests, "generated_tokens")) + " generated");
+                                    value_text(field(requests, "cached_prompt_tokens")) +
+                                    " cached), " + value_text(field(requests, "generated_tokens")) +
+                                    " generated");
     out += style.item("reserved state", bytes_text(requests.value("reserved_bytes", uint64_t{0})));
     out += style.item("current", value_text(field(requests, "current")));
     if (!field(requests, "running").empty()) {
         std::vector<std::vector<std::string>> rows;
         for (const nlohmann::json& r : field(requests, "running")) {
             rows.push_back({value_text(field(r, "id")), value_text(field(r, "phase")),
-                            value_text(field(r, "prompt_tokens")), value_text(field(r, "prompt_done")),
-                            value_text(field(r, "generated_tokens")), value_text(field(r, "running_seconds"))});
+                            value_text(field(r, "prompt_tokens")),
+                            value_text(field(r, "prompt_done")),
+                            value_text(field(r, "generated_tokens")),
+                            value_text(field(r, "running_seconds"))});
         }
-        out += "\n" + style.table({"request", "phase", "prompt", "prefilled", "generated", "seconds"},
-                                  rows);
+        out +=
+            "\n" +
+            style.table({"request", "phase", "prompt", "prefilled", "generated", "seconds"}, rows);
     }
     const nlohmann::json& cache = field(status, "cache");
     const nlohmann::json& sessions = field(status, "sessions");

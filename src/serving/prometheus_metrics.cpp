@@ -19,8 +19,8 @@ std::string number(double value) {
 class Exposition {
 public:
     void family(const char* name, const char* type, const char* help) {
-        text_ += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type +
-                 "\n";
+        text_ +=
+            std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
     }
     void sample(const std::string& name, uint64_t value, const std::string& labels = "") {
         text_ += name + labels + " " + std::to_string(value) + "\n";
@@ -109,10 +109,11 @@ std::string render_prometheus_metrics(const MetricsInput& input) {
     out.histogram("cherenkov_time_to_first_token_seconds",
                   "Seconds from submission to the first token (queue and prefill)",
                   input.requests.time_to_first_token);
-    out.histogram("cherenkov_decode_tokens_per_second",
-                  "Decode rate of each request that decoded", input.requests.decode_tokens_per_second);
+    out.histogram("cherenkov_decode_tokens_per_second", "Decode rate of each request that decoded",
+                  input.requests.decode_tokens_per_second);
 
-    const engine::PrefillTotals prefill = engine != nullptr ? engine->prefill : engine::PrefillTotals{};
+    const engine::PrefillTotals prefill =
+        engine != nullptr ? engine->prefill : engine::PrefillTotals{};
     out.family("cherenkov_prefill_tokens_total", "counter", "Tokens of completed prefill chunks");
     out.sample("cherenkov_prefill_tokens_total", prefill.tokens);
     out.family("cherenkov_prefill_seconds_total", "counter", "Seconds of completed prefill chunks");

@@ -15,8 +15,8 @@ void RequestMetrics::record(const FinishedRequest& request) {
     }
     // The first token comes from the prefill; the rate is over the tokens decode steps made.
     if (request.generated_tokens > 1 && request.decode_seconds > 0) {
-        totals_.decode_tokens_per_second.observe(
-            static_cast<double>(request.generated_tokens - 1) / request.decode_seconds);
+        totals_.decode_tokens_per_second.observe(static_cast<double>(request.generated_tokens - 1) /
+                                                 request.decode_seconds);
     }
 }
 

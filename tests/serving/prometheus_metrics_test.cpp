@@ -8,8 +8,7 @@ namespace cherenkov::serving {
 namespace {
 
 bool has_line(const std::string& text, const std::string& line) {
-    return text.find("\n" + line + "\n") != std::string::npos ||
-           text.rfind(line + "\n", 0) == 0;
+    return text.find("\n" + line + "\n") != std::string::npos || text.rfind(line + "\n", 0) == 0;
 }
 
 TEST(PrometheusMetrics, RendersCountersGaugesAndHistograms) {

@@ -37,7 +37,8 @@ void DashHistory::observe(const SummaryTotals& totals) {
         // The same observation read twice (no newer one yet) adds nothing.
         if (seconds <= 0.0) return;
         ChartPoint point;
-        if (totals.completed_bytes >= previous_->completed_bytes && totals.read_ns >= previous_->read_ns) {
+        if (totals.completed_bytes >= previous_->completed_bytes &&
+            totals.read_ns >= previous_->read_ns) {
             point.read_bytes_per_second =
                 static_cast<double>(totals.completed_bytes - previous_->completed_bytes) / seconds;
             point.read_wait_per_second =

@@ -6,9 +6,8 @@
 
 #include <cstdint>
 #include <deque>
-#include <optional>
-
 #include <nlohmann/json.hpp>
+#include <optional>
 
 namespace cherenkov::cli::dash {
 

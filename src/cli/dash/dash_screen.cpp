@@ -42,8 +42,7 @@ void put(int row, int column, const std::string& text, int width) {
 void pane_title(int row, const std::string& title, bool focused) {
     if (focused) attron(A_REVERSE);
     attron(A_BOLD);
-    put(row, 0, " " + title + " " + std::string(static_cast<size_t>(std::max(0, COLS)), ' '),
-        COLS);
+    put(row, 0, " " + title + " " + std::string(static_cast<size_t>(std::max(0, COLS)), ' '), COLS);
     attroff(A_BOLD);
     if (focused) attroff(A_REVERSE);
 }
@@ -70,8 +69,7 @@ void chart(int row, const std::string& label, const DashHistory& history,
     for (size_t index = 0; index < shown; ++index) {
         const std::optional<double> v = value(points[points.size() - shown + index]);
         if (!v) continue;
-        const int level =
-            top > 0 ? static_cast<int>(std::ceil(*v / top * kChartHeight)) : 0;
+        const int level = top > 0 ? static_cast<int>(std::ceil(*v / top * kChartHeight)) : 0;
         for (int step = 0; step < level; ++step)
             mvaddch(row + kChartHeight - 1 - step, left + static_cast<int>(index), '#');
     }
@@ -80,15 +78,17 @@ void chart(int row, const std::string& label, const DashHistory& history,
 
 void draw_overview(int row, const DashState& state) {
     const DashHistory& history = state.history;
-    chart(row, "read MB/s", history,
-          [](const ChartPoint& p) { return p.read_bytes_per_second; },
-          [](double v) { return fixed(v / 1e6, 2); });
-    chart(row + kChartHeight + 1, "read wait s/s", history,
-          [](const ChartPoint& p) { return p.read_wait_per_second; },
-          [](double v) { return fixed(v, 3); });
-    chart(row + 2 * (kChartHeight + 1), "gpu coverage", history,
-          [](const ChartPoint& p) { return p.gpu_stage_fraction; },
-          [](double v) { return fixed(v * 100.0, 1, "%"); });
+    chart(
+        row, "read MB/s", history, [](const ChartPoint& p) { return p.read_bytes_per_second; },
+        [](double v) { return fixed(v / 1e6, 2); });
+    chart(
+        row + kChartHeight + 1, "read wait s/s", history,
+        [](const ChartPoint& p) { return p.read_wait_per_second; },
+        [](double v) { return fixed(v, 3); });
+    chart(
+        row + 2 * (kChartHeight + 1), "gpu coverage", history,
+        [](const ChartPoint& p) { return p.gpu_stage_fraction; },
+        [](double v) { return fixed(v * 100.0, 1, "%"); });
 }
 
 std::pair<uint64_t, uint64_t> reads_of(const Json& layer) {
@@ -96,7 +96,8 @@ std::pair<uint64_t, uint64_t> reads_of(const Json& layer) {
     uint64_t bytes = 0;
     for (const Json& quant : field(layer, "quant")) {
         for (const char* kind : {"demand", "prefetch"}) {
-            reads += counter(field(quant, kind), "reads_ok") + counter(field(quant, kind), "reads_failed");
+            reads += counter(field(quant, kind), "reads_ok") +
+                     counter(field(quant, kind), "reads_failed");
             bytes += counter(field(quant, kind), "completed_bytes");
         }
     }
@@ -105,7 +106,8 @@ std::pair<uint64_t, uint64_t> reads_of(const Json& layer) {
 
 void draw_layers(int row, int rows, const DashState& state) {
     put(row, 0,
-        std::string("layer  selections       hits     misses   hit%  prefetch      reads  read bytes"),
+        std::string(
+            "layer  selections       hits     misses   hit%  prefetch      reads  read bytes"),
         COLS);
     const Json& entries = field(state.layers, "layers");
     uint64_t page_top = 1;
@@ -131,10 +133,11 @@ void draw_layers(int row, int rows, const DashState& state) {
         // Read-volume bar, scaled to the page's largest.
         const int room = COLS - static_cast<int>(std::string(text).size()) - 1;
         if (room > 0) {
-            const int bar = static_cast<int>(static_cast<double>(bytes) /
-                                             static_cast<double>(page_top) * room);
+            const int bar =
+                static_cast<int>(static_cast<double>(bytes) / static_cast<double>(page_top) * room);
             attron(COLOR_PAIR(kBar));
-            put(line, static_cast<int>(std::string(text).size()), std::string(static_cast<size_t>(bar), '='), room);
+            put(line, static_cast<int>(std::string(text).size()),
+                std::string(static_cast<size_t>(bar), '='), room);
             attroff(COLOR_PAIR(kBar));
         }
         ++line;
@@ -284,7 +287,8 @@ void DashScreen::draw(const DashState& state) {
 int DashScreen::key(int timeout_ms) {
     timeout(timeout_ms);
     const int pressed = getch();
-    if (pressed != ERR && pressed != KEY_RESIZE) return pressed;  // a resize waits for the next call
+    if (pressed != ERR && pressed != KEY_RESIZE)
+        return pressed;  // a resize waits for the next call
     // A resize is also noticed by asking the terminal: curses reports KEY_RESIZE only when its
     // SIGWINCH handler sees the signal during a read, which a waiting dashboard can miss.
     winsize size{};

@@ -2,9 +2,8 @@
 // restored however the dashboard ends, and draws one frame from the dashboard's state.
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "cli/dash/dash_history.h"
 
@@ -15,7 +14,7 @@ inline constexpr int kPanes = 3;
 
 struct DashState {
     std::string socket;
-    bool connected = false;    // the last request was answered
+    bool connected = false;  // the last request was answered
     bool ever_connected = false;
     std::string problem;       // why the last request failed (stale), or "loading"
     double stale_since = 0.0;  // Unix seconds of the last good answer

@@ -25,7 +25,8 @@ public:
         tokens_.fetch_add(tokens, std::memory_order_relaxed);
         nanoseconds_.fetch_add(static_cast<uint64_t>(seconds * 1e9), std::memory_order_relaxed);
         uint64_t low = min_.load(std::memory_order_relaxed);
-        while (tokens < low && !min_.compare_exchange_weak(low, tokens, std::memory_order_relaxed)) {
+        while (tokens < low &&
+               !min_.compare_exchange_weak(low, tokens, std::memory_order_relaxed)) {
         }
         uint64_t high = max_.load(std::memory_order_relaxed);
         while (tokens > high &&

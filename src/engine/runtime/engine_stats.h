@@ -7,10 +7,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "engine/experts/expert_stats.h"
 #include "engine/generate/prefill_counters.h"
@@ -48,8 +47,8 @@ struct EngineStats {
     int64_t prefill_quantum = 0;
     int64_t prefill_chunk_tokens = 0;
     MemoryFigures memory;
-    uint64_t experts_read_bytes = 0;      // completed expert-read bytes, every source kind
-    std::optional<ExpertStats> experts;   // counters of the expert cache, when there is one
+    uint64_t experts_read_bytes = 0;     // completed expert-read bytes, every source kind
+    std::optional<ExpertStats> experts;  // counters of the expert cache, when there is one
     PrefillTotals prefill;
     GpuTiming gpu_timing;
     // The CUDA model's own figures (device memory, device pool, decode_phases); null on the cpu.

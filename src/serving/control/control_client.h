@@ -3,9 +3,8 @@
 #pragma once
 
 #include <chrono>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace cherenkov::serving::control {
 

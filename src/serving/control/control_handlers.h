@@ -6,9 +6,8 @@
 
 #include <cstdint>
 #include <functional>
-#include <optional>
-
 #include <nlohmann/json.hpp>
+#include <optional>
 
 namespace cherenkov::serving::control {
 

@@ -28,10 +28,9 @@ uint64_t integer_field(const Json& object, const char* key, uint64_t min, uint64
                        uint64_t fallback) {
     const auto it = object.find(key);
     if (it == object.end()) return fallback;
-    if (!it->is_number_integer() || (it->is_number_integer() && !it->is_number_unsigned() &&
-                                     it->get<int64_t>() < 0)) {
-        throw_invalid(std::string("control request: '") + key +
-                      "' must be a non-negative integer");
+    if (!it->is_number_integer() ||
+        (it->is_number_integer() && !it->is_number_unsigned() && it->get<int64_t>() < 0)) {
+        throw_invalid(std::string("control request: '") + key + "' must be a non-negative integer");
     }
     const uint64_t value = it->get<uint64_t>();
     if (value < min || value > max) {
@@ -59,8 +58,7 @@ Json guarded(std::string_view op, const Fn& fn) {
 }
 
 Json not_available(std::string_view op) {
-    return control_error("not_available",
-                         "the server does not provide '" + std::string(op) + "'");
+    return control_error("not_available", "the server does not provide '" + std::string(op) + "'");
 }
 
 }  // namespace
@@ -107,9 +105,8 @@ ControlRequest parse_control_request(std::string_view line) {
     }
     if (paged(request.op)) {
         request.page.offset = integer_field(object, "offset", 0, UINT32_MAX, 0);
-        request.page.limit =
-            static_cast<uint32_t>(integer_field(object, "limit", 1, kMaxPageLimit,
-                                                kDefaultPageLimit));
+        request.page.limit = static_cast<uint32_t>(
+            integer_field(object, "limit", 1, kMaxPageLimit, kDefaultPageLimit));
     }
     if (request.op == ControlOp::StatsExperts) {
         if (!object.contains("layer")) throw_invalid("control request: 'layer' is required");
@@ -129,10 +126,10 @@ void fit_page(Json& page, const std::string& entries_key, uint64_t offset, size_
     // Serializing once per dropped entry is quadratic in the worst case, but pages hold at most
     // 128 entries; halve first while far over, then drop one at a time.
     while (control_frame(page).size() > max_bytes) {
-        if (entries.empty()) throw_internal("an empty page of '" + entries_key +
-                                            "' does not fit the control frame");
-        const size_t keep = control_frame(page).size() > 2 * max_bytes ? entries.size() / 2
-                                                                         : entries.size() - 1;
+        if (entries.empty())
+            throw_internal("an empty page of '" + entries_key + "' does not fit the control frame");
+        const size_t keep =
+            control_frame(page).size() > 2 * max_bytes ? entries.size() / 2 : entries.size() - 1;
         entries.erase(entries.begin() + static_cast<std::ptrdiff_t>(keep), entries.end());
         cut = true;
     }

@@ -47,9 +47,8 @@ std::variant<std::string, nlohmann::json> read_request_line(int fd) {
     const Clock::time_point deadline = Clock::now() + kInputDeadline;
     char buffer[4096];
     for (;;) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                              deadline - Clock::now())
-                              .count();
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
         if (left <= 0) return control_error("timeout", "no complete request line within 2 seconds");
         pollfd entry{fd, POLLIN, 0};
         const int ready = ::poll(&entry, 1, static_cast<int>(left));
@@ -61,8 +60,7 @@ std::variant<std::string, nlohmann::json> read_request_line(int fd) {
             return control_error("io", std::strerror(errno));
         }
         if (n == 0) {
-            return control_error("invalid_request",
-                                 "the request ended without a newline");
+            return control_error("invalid_request", "the request ended without a newline");
         }
         line.append(buffer, static_cast<size_t>(n));
         const size_t newline = line.find('\n');
@@ -114,7 +112,8 @@ void ControlServer::run(const std::stop_token& stop) {
         pollfd entries[2] = {{listener_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
         const int ready = ::poll(entries, 2, 1000);
         if (ready <= 0 || (entries[0].revents & POLLIN) == 0) continue;
-        UniqueFd connection(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+        UniqueFd connection(
+            ::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
         if (!connection.valid()) continue;
         try {
             serve_connection(connection.get());

@@ -54,7 +54,8 @@ void check_private_directory(const std::string& dir) {
     if (S_ISLNK(info.st_mode)) {
         throw_invalid("control socket directory " + dir + " is a symlink; refusing it");
     }
-    if (!S_ISDIR(info.st_mode)) throw_invalid("control socket directory " + dir + " is not a directory");
+    if (!S_ISDIR(info.st_mode))
+        throw_invalid("control socket directory " + dir + " is not a directory");
     if (info.st_uid != ::geteuid()) {
         throw_invalid("control socket directory " + dir + " is owned by uid " +
                       std::to_string(info.st_uid) + ", not by this user (uid " +
@@ -70,9 +71,9 @@ FileLock claim_control_socket_path(const std::string& socket_path) {
     check_length(socket_path);
     const std::string dir = parent_directory(socket_path);
     if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-        throw_errno("cannot create the control socket directory " + dir +
-                        " (its parent must exist)",
-                    errno);
+        throw_errno(
+            "cannot create the control socket directory " + dir + " (its parent must exist)",
+            errno);
     }
     check_private_directory(dir);
     const std::string lock_path = control_lock_path(socket_path);
@@ -111,8 +112,10 @@ void check_control_socket_for_client(const std::string& socket_path) {
         }
         throw_errno("control socket " + socket_path, errno);
     }
-    if (S_ISLNK(info.st_mode)) throw_invalid("control socket " + socket_path + " is a symlink; refusing it");
-    if (!S_ISSOCK(info.st_mode)) throw_invalid("control socket " + socket_path + " is not a socket");
+    if (S_ISLNK(info.st_mode))
+        throw_invalid("control socket " + socket_path + " is a symlink; refusing it");
+    if (!S_ISSOCK(info.st_mode))
+        throw_invalid("control socket " + socket_path + " is not a socket");
     check_private_directory(parent_directory(socket_path));
 }
 

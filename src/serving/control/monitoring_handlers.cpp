@@ -12,9 +12,15 @@ namespace {
 using Json = nlohmann::json;
 
 Json prefix_cache_json(const PrefixCacheCounters& c) {
-    return {{"hits", c.hits},           {"misses", c.misses},         {"cached_tokens", c.cached_tokens},
-            {"insertions", c.insertions}, {"evictions", c.evictions}, {"expirations", c.expirations},
-            {"oversized", c.oversized}, {"entries", c.entries},       {"bytes", c.bytes}};
+    return {{"hits", c.hits},
+            {"misses", c.misses},
+            {"cached_tokens", c.cached_tokens},
+            {"insertions", c.insertions},
+            {"evictions", c.evictions},
+            {"expirations", c.expirations},
+            {"oversized", c.oversized},
+            {"entries", c.entries},
+            {"bytes", c.bytes}};
 }
 
 Json sessions_json(const SessionCounters& c) {
@@ -67,8 +73,9 @@ Json requests_json(const WorkerCounters& w, const RequestTotals& totals) {
 std::shared_ptr<const engine::EngineStats> latest_or_not_ready(HttpServer& server) {
     std::shared_ptr<const engine::EngineStats> latest = server.stats_board().latest();
     if (!server.ready() || !latest) {
-        throw Error(ErrorKind::Busy, "the server is still loading the model; statistics are not "
-                                     "ready yet");
+        throw Error(ErrorKind::Busy,
+                    "the server is still loading the model; statistics are not "
+                    "ready yet");
     }
     return latest;
 }
@@ -88,12 +95,13 @@ void add_monitoring_handlers(ControlHandlers& handlers, HttpServer& server,
                              ServerIdentity identity) {
     handlers.status = [&server, identity] {
         const bool ready = server.ready();
-        Json out = {{"ready", ready},
-                    {"state", ready ? "ready" : "loading"},
-                    {"pid", ::getpid()},
-                    {"model", identity.model},
-                    {"url", identity.url},
-                    {"socket", identity.socket_path}};
+        Json out = {
+            {"ready", ready},
+            {"state", ready ? "ready" : "loading"},
+            {"pid", ::getpid()},
+            {"model", identity.model},
+            {"url", "http://" + identity.host + ":" + std::to_string(server.port()) + "/v1"},
+            {"socket", identity.socket_path}};
         const std::shared_ptr<const engine::EngineStats> latest = server.stats_board().latest();
         if (latest) {
             out["observed_at"] = latest->observed_at;
@@ -121,12 +129,12 @@ void add_monitoring_handlers(ControlHandlers& handlers, HttpServer& server,
     handlers.stats_layers = [&server](const PageRequest& page) {
         const std::shared_ptr<const engine::EngineStats> latest = latest_or_not_ready(server);
         const engine::ExpertStats& experts = expert_stats_or_throw(*latest);
-        Json out = make_page("layers", static_cast<uint64_t>(experts.n_layers), page,
-                             [&](uint64_t layer) {
-                                 Json entry = {{"layer", layer}};
-                                 entry.update(to_json(experts.layers[layer]));
-                                 return entry;
-                             });
+        Json out =
+            make_page("layers", static_cast<uint64_t>(experts.n_layers), page, [&](uint64_t layer) {
+                Json entry = {{"layer", layer}};
+                entry.update(to_json(experts.layers[layer]));
+                return entry;
+            });
         out["observed_at"] = latest->observed_at;
         out["n_experts"] = experts.n_experts;
         return out;
@@ -135,16 +143,18 @@ void add_monitoring_handlers(ControlHandlers& handlers, HttpServer& server,
         const std::shared_ptr<const engine::EngineStats> latest = latest_or_not_ready(server);
         const engine::ExpertStats& experts = expert_stats_or_throw(*latest);
         if (static_cast<int64_t>(layer) >= experts.n_layers) {
-            throw_invalid("layer " + std::to_string(layer) + " is out of range: the expert table has " +
+            throw_invalid("layer " + std::to_string(layer) +
+                          " is out of range: the expert table has " +
                           std::to_string(experts.n_layers) + " layers (0-" +
                           std::to_string(experts.n_layers - 1) + ")");
         }
-        Json out = make_page("experts", static_cast<uint64_t>(experts.n_experts), page,
-                             [&](uint64_t expert) {
-                                 Json entry = {{"expert", expert}};
-                                 entry.update(to_json(experts.experts[layer * static_cast<uint64_t>(experts.n_experts) + expert]));
-                                 return entry;
-                             });
+        Json out = make_page(
+            "experts", static_cast<uint64_t>(experts.n_experts), page, [&](uint64_t expert) {
+                Json entry = {{"expert", expert}};
+                entry.update(to_json(
+                    experts.experts[layer * static_cast<uint64_t>(experts.n_experts) + expert]));
+                return entry;
+            });
         out["observed_at"] = latest->observed_at;
         out["layer"] = layer;
         return out;

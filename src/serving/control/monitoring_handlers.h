@@ -12,7 +12,7 @@ namespace cherenkov::serving::control {
 
 struct ServerIdentity {
     std::string model;        // as given to serve
-    std::string url;          // http://host:port/v1
+    std::string host;         // the HTTP address (the port is the server's, once bound)
     std::string socket_path;  // the control socket
 };
 

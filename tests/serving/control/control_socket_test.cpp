@@ -1,6 +1,7 @@
 // The control socket (docs/monitoring.md): path safety (private directory, symlinks, stale
 // sockets, a second owner), the protocol (requests, errors, paging cut to 64 KiB) and a round
 // trip between ControlServer and control_request.
+#include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -9,8 +10,6 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
-
-#include <gtest/gtest.h>
 
 #include "base/error.h"
 #include "serving/control/control_client.h"
@@ -95,8 +94,9 @@ TEST(ControlSocketPath, RefusesAGroupReadableDirectory) {
     ASSERT_EQ(::chmod(dir.c_str(), 0750), 0);
     EXPECT_EQ(kind_of([&] { claim_control_socket_path(dir + "/control.sock"); }),
               ErrorKind::InvalidInput);
-    EXPECT_NE(message_of([&] { claim_control_socket_path(dir + "/control.sock"); })
-                  .find("unsafe permissions 0750"),
+    EXPECT_NE(message_of([&] {
+                  claim_control_socket_path(dir + "/control.sock");
+              }).find("unsafe permissions 0750"),
               std::string::npos);
 }
 
@@ -105,9 +105,9 @@ TEST(ControlSocketPath, RefusesASymlinkedDirectory) {
     const std::string dir = private_dir(temp);
     const std::string link = temp.file("link");
     ASSERT_EQ(::symlink(dir.c_str(), link.c_str()), 0);
-    EXPECT_NE(message_of([&] { claim_control_socket_path(link + "/control.sock"); })
-                  .find("is a symlink"),
-              std::string::npos);
+    EXPECT_NE(
+        message_of([&] { claim_control_socket_path(link + "/control.sock"); }).find("is a symlink"),
+        std::string::npos);
 }
 
 TEST(ControlSocketPath, RefusesASymlinkAtTheSocketPath) {
@@ -151,7 +151,9 @@ TEST(ControlServer, SocketIsPrivateAndRemovedOnStop) {
         EXPECT_EQ(info.st_mode & 0777, 0600U);
     }
     EXPECT_FALSE(std::filesystem::exists(socket));
-    EXPECT_EQ(kind_of([&] { control_request(socket, {{"op", "status"}}, 1s); }),
+    EXPECT_EQ(kind_of([&] {
+                  control_request(socket, {{"op", "status"}}, 1s);
+              }),
               ErrorKind::NotFound);
 }
 
@@ -159,8 +161,9 @@ TEST(ControlServer, AnswersAStaleSocketWithNotFound) {
     testing::TempDir temp;
     const std::string socket = private_dir(temp) + "/control.sock";
     leave_stale_socket(socket);
-    EXPECT_NE(message_of([&] { control_request(socket, {{"op", "status"}}, 1s); })
-                  .find("no server is answering"),
+    EXPECT_NE(message_of([&] {
+                  control_request(socket, {{"op", "status"}}, 1s);
+              }).find("no server is answering"),
               std::string::npos);
 }
 
@@ -183,8 +186,8 @@ TEST(ControlServer, PagesFitTheFrameAndChainToTheEnd) {
     uint64_t seen = 0;
     int pages = 0;
     for (;;) {
-        const Json page =
-            control_request(socket, {{"op", "stats_layers"}, {"offset", offset}, {"limit", 128}}, 2s);
+        const Json page = control_request(
+            socket, {{"op", "stats_layers"}, {"offset", offset}, {"limit", 128}}, 2s);
         ASSERT_FALSE(page.contains("error")) << page.dump();
         EXPECT_LE(control_frame(page).size(), kMaxFrameBytes);
         ASSERT_FALSE(page["layers"].empty());
