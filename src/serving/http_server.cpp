@@ -559,19 +559,6 @@ struct HttpServer::Impl {
             }
             send_json(res, 200, model_entry(id));
         });
-        // The chat page (src/serving/web/), served from the binary, also while the model loads.
-        const auto serve_asset = [this](const std::string& path, const WebAsset& asset) {
-            server.Get(path, [&asset](const httplib::Request&, httplib::Response& res) {
-                res.set_header("Cache-Control", "no-cache");
-                res.set_header("X-Content-Type-Options", "nosniff");
-                res.set_header("Content-Security-Policy",
-                               "default-src 'self'; img-src 'self' data:; base-uri 'none'; "
-                               "frame-ancestors 'none'");
-                res.set_content(std::string(asset.bytes), std::string(asset.content_type));
-            });
-        };
-        for (const WebAsset& asset : web_assets()) serve_asset(std::string(asset.path), asset);
-        if (const WebAsset* index = find_web_asset("/")) serve_asset("/", *index);
         // Prometheus text format 0.0.4 (docs/monitoring.md); served while loading too.
         server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
             MetricsInput input;
@@ -586,6 +573,19 @@ struct HttpServer::Impl {
             res.status = 200;
             res.set_content(render_prometheus_metrics(input), "text/plain; version=0.0.4");
         });
+        // The chat page (src/serving/web/), served from the binary, also while the model loads.
+        const auto serve_asset = [this](const std::string& path, const WebAsset& asset) {
+            server.Get(path, [&asset](const httplib::Request&, httplib::Response& res) {
+                res.set_header("Cache-Control", "no-cache");
+                res.set_header("X-Content-Type-Options", "nosniff");
+                res.set_header("Content-Security-Policy",
+                               "default-src 'self'; img-src 'self' data:; base-uri 'none'; "
+                               "frame-ancestors 'none'");
+                res.set_content(std::string(asset.bytes), std::string(asset.content_type));
+            });
+        };
+        for (const WebAsset& asset : web_assets()) serve_asset(std::string(asset.path), asset);
+        if (const WebAsset* index = find_web_asset("/")) serve_asset("/", *index);
         server.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
             if (ready.load(std::memory_order_acquire)) {
                 send_json(res, 200, {{"status", "ok"}});
