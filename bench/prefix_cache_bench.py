@@ -22,12 +22,14 @@ Prints a table and one JSON line. Standard library only.
 """
 import argparse
 import json
+import os
 import random
 import re
 import selectors
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -36,7 +38,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def start_server(binary, model, flags):
-    proc = subprocess.Popen([binary, "serve", model, "--port", "0", "--prefix-cache-interval", "0", *flags],
+    # A private control socket: the default path allows one server per user, and another may run.
+    socket = os.path.join(tempfile.mkdtemp(prefix="cherenkov-bench-"), "control.sock")
+    proc = subprocess.Popen([binary, "serve", model, "--port", "0", "--socket", socket, "--prefix-cache-interval", "0", *flags],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ)

@@ -22,11 +22,13 @@ measures the server, not speculation.
 """
 import argparse
 import json
+import os
 import re
 import selectors
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -36,7 +38,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def start_server(binary, model, flags):
-    proc = subprocess.Popen([binary, "serve", model, "--port", "0", "--no-eos", "--drafts", "0", *flags],
+    # A private control socket: the default path allows one server per user, and another may run.
+    socket = os.path.join(tempfile.mkdtemp(prefix="cherenkov-bench-"), "control.sock")
+    proc = subprocess.Popen([binary, "serve", model, "--port", "0", "--socket", socket, "--no-eos", "--drafts", "0", *flags],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ)
