@@ -1,5 +1,6 @@
 """Shared helpers for the CLI integration tests: the built binary and a runner."""
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -57,3 +58,26 @@ def make_tiny_checkpoint(tmp_path_factory):
         subprocess.run([sys.executable, str(REPO / "tools" / "make_tiny_checkpoint.py"), str(out), *flags], check=True)
         return out
     return make
+
+
+TINY_PYTHON = REPO / "models" / "tiny-python"
+CODER_TEMPLATE = REPO / "tests" / "data" / "chat-template-qwen3-coder" / "Qwen3-Coder.jinja"
+
+
+@pytest.fixture(scope="session")
+def store(run_cli, tmp_path_factory):
+    """The bundled tiny-python model prepared once for the session (servers only read it)."""
+    out = tmp_path_factory.mktemp("tiny-python") / "store"
+    run_cli("prepare", TINY_PYTHON, "--output", out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def coder_store(run_cli, tmp_path_factory):
+    """The bundled model with a template that renders tools and tool calls (Qwen3-Coder's)."""
+    source = tmp_path_factory.mktemp("tiny-python-coder") / "model"
+    shutil.copytree(TINY_PYTHON, source)
+    shutil.copy(CODER_TEMPLATE, source / "chat_template.jinja")
+    out = source.parent / "store"
+    run_cli("prepare", source, "--output", out)
+    return out

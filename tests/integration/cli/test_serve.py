@@ -19,13 +19,6 @@ CHAT = "Write a Python function that reverses a list."
 
 
 @pytest.fixture(scope="module")
-def store(run_cli, tmp_path_factory):
-    out = tmp_path_factory.mktemp("tiny-python-serve") / "store"
-    run_cli("prepare", MODEL, "--output", out)
-    return out
-
-
-@pytest.fixture(scope="module")
 def server(cherenkov_bin, store):
     s = Server(cherenkov_bin, store)
     yield s

@@ -6,36 +6,14 @@ tool messages), count_tokens, Anthropic's error shape and refused blocks and fie
 model writes are checked on a scripted backend (tests/serving/anthropic/messages_http_test.cpp):
 the bundled model does not write them."""
 import json
-import shutil
 import urllib.request
 
 import pytest
 
-from conftest import REPO
 from serve_harness import Server
 
-MODEL = REPO / "models" / "tiny-python"
-CODER_TEMPLATE = REPO / "tests" / "data" / "chat-template-qwen3-coder" / "Qwen3-Coder.jinja"
 CHAT = "Write a Python function that reverses a list."
 SYSTEM = "You are a careful Python programmer."
-
-
-@pytest.fixture(scope="module")
-def store(run_cli, tmp_path_factory):
-    out = tmp_path_factory.mktemp("tiny-python-anthropic") / "store"
-    run_cli("prepare", MODEL, "--output", out)
-    return out
-
-
-@pytest.fixture(scope="module")
-def coder_store(run_cli, tmp_path_factory):
-    """The bundled model with a template that renders tools and tool calls (Qwen3-Coder's)."""
-    source = tmp_path_factory.mktemp("tiny-python-anthropic-coder") / "model"
-    shutil.copytree(MODEL, source)
-    shutil.copy(CODER_TEMPLATE, source / "chat_template.jinja")
-    out = source.parent / "store"
-    run_cli("prepare", source, "--output", out)
-    return out
 
 
 @pytest.fixture(scope="module")

@@ -22,13 +22,6 @@ EXAMPLE = REPO / "cherenkov.example.toml"
 COMMAND_ONLY = {"--config", "--print-config", "--check", "--repack", "--help"}
 
 
-@pytest.fixture(scope="module")
-def store(run_cli, tmp_path_factory):
-    out = tmp_path_factory.mktemp("tiny-python-config") / "store"
-    run_cli("prepare", MODEL, "--output", out)
-    return out
-
-
 def print_config(run_cli, *args, env=None):
     result = run_cli("serve", *args, "--print-config", env=env)
     return result.stdout, tomllib.loads(result.stdout)

@@ -14,17 +14,8 @@ import time
 
 import pytest
 
-from conftest import REPO
 from serve_harness import Server
 
-MODEL = REPO / "models" / "tiny-python"
-
-
-@pytest.fixture(scope="module")
-def store(run_cli, tmp_path_factory):
-    out = tmp_path_factory.mktemp("tiny-python-monitoring") / "store"
-    run_cli("prepare", MODEL, "--output", out)
-    return out
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ afresh; cancellation mid-turn keeps the last committed turn and the retry equals
 sampling settings inherit and an explicit seed restarts the stream; 404 and 409; eviction by
 count, bytes and idle time in both stores; tool calls in a session's history carried to the next
 turn; the retention flags' bounds."""
-import shutil
 import threading
 import time
 
@@ -15,16 +14,8 @@ from conftest import REPO
 from serve_harness import Server
 
 MODEL = REPO / "models" / "tiny-python"
-CODER_TEMPLATE = REPO / "tests" / "data" / "chat-template-qwen3-coder" / "Qwen3-Coder.jinja"
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}}]
-
-
-@pytest.fixture(scope="module")
-def store(run_cli, tmp_path_factory):
-    out = tmp_path_factory.mktemp("tiny-python-sessions") / "store"
-    run_cli("prepare", MODEL, "--output", out)
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -317,17 +308,6 @@ def test_prefix_checkpoints_are_evicted_by_count_bytes_and_idle_time(make_server
 
 
 # ---- tool calls in session history ----
-
-@pytest.fixture(scope="module")
-def coder_store(run_cli, tmp_path_factory):
-    """The bundled model with a template that renders tools and tool calls (Qwen3-Coder's)."""
-    source = tmp_path_factory.mktemp("tiny-python-coder") / "model"
-    shutil.copytree(MODEL, source)
-    shutil.copy(CODER_TEMPLATE, source / "chat_template.jinja")
-    out = source.parent / "store"
-    run_cli("prepare", source, "--output", out)
-    return out
-
 
 def test_tool_calls_in_a_session_are_carried_to_the_next_turn(make_server, coder_store):
     s = make_server(model=coder_store)

@@ -9,18 +9,9 @@ import time
 
 import pytest
 
-from conftest import REPO
 from serve_harness import Server
 
-MODEL = REPO / "models" / "tiny-python"
 PROMPTS = ["def fibonacci(n):", "import os\n\ndef walk(path):", "class Stack:", "for i in range(10):"]
-
-
-@pytest.fixture(scope="module")
-def store(run_cli, tmp_path_factory):
-    out = tmp_path_factory.mktemp("tiny-python-soak") / "store"
-    run_cli("prepare", MODEL, "--output", out)
-    return out
 
 
 def one_request(server, rng, index, outcomes):

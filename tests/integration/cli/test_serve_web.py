@@ -19,16 +19,8 @@ from conftest import REPO
 from serve_harness import Server
 from test_bench_suite import WebDriver, find_browser
 
-MODEL = REPO / "models" / "tiny-python"
 ENTER = "\ue007"
 ESCAPE = "\ue00c"
-
-
-@pytest.fixture(scope="module")
-def store(run_cli, tmp_path_factory):
-    out = tmp_path_factory.mktemp("tiny-python-web") / "store"
-    run_cli("prepare", MODEL, "--output", out)
-    return out
 
 
 @pytest.fixture(scope="module")
