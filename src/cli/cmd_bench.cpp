@@ -103,25 +103,26 @@ int run_bench(const BenchOptions& options) {
              {"drafts_proposed", stats.drafts_proposed},
              {"drafts_accepted", stats.drafts_accepted}});
     }
-    nlohmann::json report = {{"model", opened.store_dir()},
-                             {"backend", loaded->backend_name()},
-                             {"threads", loaded->pool().size()},
-                             {"expert_bits", loaded->expert_bits()},
-                             {"prompt_tokens", options.prompt_tokens},
-                             {"gen_tokens", options.gen_tokens},
-                             {"drafts", options.drafts},
-                             {"temperature", options.temperature},
-                             {"top_p", options.top_p},
-                             {"prefill_quantum", loaded->prefill_quantum()},
-                             {"prefill_chunk_tokens", loaded->prefill_chunk_tokens()},
-                             {"load_seconds", loaded->load_seconds()},
-                             {"best_prefill_tokens_per_second", best_prefill},
-                             {"best_decode_tokens_per_second", best_decode},
-                             {"runs", runs},
-                             {"memory", loaded->memory_stats(nullptr)},
-                             {"expert_pool", loaded->pool_description()},
-                             {"experts", loaded->expert_stats()},
-                             {"prefill", engine::prefill_json(loaded->prefill_counters().totals())}};
+    nlohmann::json report = {
+        {"model", opened.store_dir()},
+        {"backend", loaded->backend_name()},
+        {"threads", loaded->pool().size()},
+        {"expert_bits", loaded->expert_bits()},
+        {"prompt_tokens", options.prompt_tokens},
+        {"gen_tokens", options.gen_tokens},
+        {"drafts", options.drafts},
+        {"temperature", options.temperature},
+        {"top_p", options.top_p},
+        {"prefill_quantum", loaded->prefill_quantum()},
+        {"prefill_chunk_tokens", loaded->prefill_chunk_tokens()},
+        {"load_seconds", loaded->load_seconds()},
+        {"best_prefill_tokens_per_second", best_prefill},
+        {"best_decode_tokens_per_second", best_decode},
+        {"runs", runs},
+        {"memory", loaded->memory_stats(nullptr)},
+        {"expert_pool", loaded->pool_description()},
+        {"experts", loaded->expert_stats()},
+        {"prefill", engine::prefill_json(loaded->prefill_counters().totals())}};
     if (options.json) {
         std::cout << report.dump(2) << '\n';
         return 0;

@@ -90,8 +90,8 @@ void Worker::admit_waiting() {
         while (!waiting_.empty()) {
             Running& r = waiting_.front();
             if (stopping_ || r.job->channel->cancelled()) {
-                metrics_.record({.outcome = RequestOutcome::Cancelled,
-                                 .prompt_tokens = r.job->prompt.size()});
+                metrics_.record(
+                    {.outcome = RequestOutcome::Cancelled, .prompt_tokens = r.job->prompt.size()});
                 answered.emplace_back(std::move(r),
                                       ApiError(499, "the request was cancelled before admission",
                                                "cancelled", "", "cancelled"));

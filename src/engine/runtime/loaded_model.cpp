@@ -82,8 +82,8 @@ std::string ensure_store_parts(const LoadOptions& options, const std::string& st
                         "`");
     }
     if (options.resolved != nullptr && !options.resolved->model_id.empty()) {
-        const store::PrepareResult built =
-            store::complete_resolved_store(*options.resolved, low_bits, options.index, rebuild_bits);
+        const store::PrepareResult built = store::complete_resolved_store(
+            *options.resolved, low_bits, options.index, rebuild_bits);
         for (int width : built.derived) {
             log_info("engine", "built " + store::lowbit_experts_name(width) + " at load in " +
                                    options.resolved->store_dir);
@@ -304,9 +304,8 @@ nlohmann::json LoadedModel::expert_stats() const {
 
 EngineStats LoadedModel::observe(const SequenceState* state) const {
     EngineStats stats;
-    stats.observed_at = std::chrono::duration<double>(
-                            std::chrono::system_clock::now().time_since_epoch())
-                            .count();
+    stats.observed_at =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     stats.uptime_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - loaded_at_).count();
     stats.load_seconds = load_seconds_;
@@ -332,7 +331,8 @@ EngineStats LoadedModel::observe(const SequenceState* state) const {
         stats.device = cuda_model_->backend_stats();
         // The CUDA model times host decode phases (decode_phases.h) but records no GPU
         // timestamps yet, so stage coverage is not measured.
-        stats.gpu_timing.status = "unavailable: the cuda backend does not record GPU stage timestamps";
+        stats.gpu_timing.status =
+            "unavailable: the cuda backend does not record GPU stage timestamps";
     } else {
         stats.gpu_timing.status = "not applicable: the " + backend_name_ + " backend has no GPU";
     }

@@ -4,11 +4,10 @@
 // later serve) share this instead of wiring the parts themselves.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
-
-#include <chrono>
 
 #include "engine/cpu/thread_pool.h"
 #include "engine/experts/expert_source.h"

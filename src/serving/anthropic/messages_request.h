@@ -1,8 +1,8 @@
 // The body of POST /v1/messages (Anthropic's Messages API) parsed into the same typed request the
 // OpenAI chat endpoint makes, so both run through one prompt, tool-call and generation path:
-// `system` becomes the system message, a message's text blocks become its text (joined), `tool_use` blocks
-// become an assistant message's tool calls and `tool_result` blocks become tool messages, and
-// `tools` become function tools. Every field is honoured, accepted and ignored, or refused with
+// `system` becomes the system message, a message's text blocks become its text (joined), `tool_use`
+// blocks become an assistant message's tool calls and `tool_result` blocks become tool messages,
+// and `tools` become function tools. Every field is honoured, accepted and ignored, or refused with
 // a 400 naming it (docs/serving.md, "Anthropic Messages API", has the table).
 #pragma once
 

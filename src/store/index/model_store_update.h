@@ -26,7 +26,7 @@ enum class SourceMismatch {
 struct ModelStoreRequest {
     std::vector<int> expert_bits = {4};
     std::vector<int> rebuild_bits;  // low-bit widths rebuilt although valid (--repack)
-    std::string metadata_source;  // checkpoint to fill missing metadata from ("" : none)
+    std::string metadata_source;    // checkpoint to fill missing metadata from ("" : none)
     SourceMismatch mismatch = SourceMismatch::Fail;
 };
 
