@@ -81,3 +81,14 @@ def coder_store(run_cli, tmp_path_factory):
     out = source.parent / "store"
     run_cli("prepare", source, "--output", out)
     return out
+
+
+@pytest.fixture(scope="module")
+def server(cherenkov_bin, store):
+    """A server on the session's tiny-python store, one per test module."""
+    from serve_harness import Server  # the harness needs this folder on sys.path, as conftest has
+
+    s = Server(cherenkov_bin, store)
+    yield s
+    assert s.stop() == 0, s.stderr()
+    s.close()

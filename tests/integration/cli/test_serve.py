@@ -18,14 +18,6 @@ PROMPT = "def fibonacci(n):"
 CHAT = "Write a Python function that reverses a list."
 
 
-@pytest.fixture(scope="module")
-def server(cherenkov_bin, store):
-    s = Server(cherenkov_bin, store)
-    yield s
-    assert s.stop() == 0, s.stderr()
-    s.close()
-
-
 @pytest.fixture
 def make_server(cherenkov_bin, store):
     started = []

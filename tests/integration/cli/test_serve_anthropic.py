@@ -17,14 +17,6 @@ SYSTEM = "You are a careful Python programmer."
 
 
 @pytest.fixture(scope="module")
-def server(cherenkov_bin, store):
-    s = Server(cherenkov_bin, store)
-    yield s
-    assert s.stop() == 0, s.stderr()
-    s.close()
-
-
-@pytest.fixture(scope="module")
 def anthropic_module():
     # The GPU machine has no anthropic package (and no network): those cases skip there.
     return pytest.importorskip("anthropic")

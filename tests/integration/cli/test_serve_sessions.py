@@ -19,14 +19,6 @@ TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": 
 
 
 @pytest.fixture(scope="module")
-def server(cherenkov_bin, store):
-    s = Server(cherenkov_bin, store)
-    yield s
-    assert s.stop() == 0, s.stderr()
-    s.close()
-
-
-@pytest.fixture(scope="module")
 def fresh(cherenkov_bin, store):
     """A server without a prefix cache: every prompt is computed afresh."""
     s = Server(cherenkov_bin, store, "--prefix-cache-mb", "0")
