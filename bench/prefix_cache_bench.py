@@ -22,38 +22,21 @@ Prints a table and one JSON line. Standard library only.
 """
 import argparse
 import json
-import os
 import random
-import re
-import selectors
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
+
+import serve_process  # noqa: E402  (bench/, the script's own folder)
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def start_server(binary, model, flags):
-    # A private control socket: the default path allows one server per user, and another may run.
-    socket = os.path.join(tempfile.mkdtemp(prefix="cherenkov-bench-"), "control.sock")
-    proc = subprocess.Popen([binary, "serve", model, "--port", "0", "--socket", socket, "--prefix-cache-interval", "0", *flags],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            sys.exit("serve exited before it was ready")
-        if sel.select(timeout=0.5):
-            match = re.search(r"at (http://\S+)/v1", proc.stdout.readline())
-            if match:
-                return proc, match.group(1)
-    proc.kill()
-    sys.exit("serve was not ready within 600 s")
+    return serve_process.start_server(binary, model, ["--prefix-cache-interval", "0", *flags])
 
 
 def post(url, path, body):

@@ -298,9 +298,9 @@ class SuiteRun:
         self.report = self.open_report()
         self.publish(self.report)
         done = {r["id"] for r in self.report["samples"]}
-        todo = [s for s in self.samples if s.id not in done]
-        print(f"bench-suite: {len(todo)} of {len(self.samples)} samples to run into {self.output}", file=sys.stderr)
-        for index, sample in enumerate(todo, 1):
+        pending = [s for s in self.samples if s.id not in done]
+        print(f"bench-suite: {len(pending)} of {len(self.samples)} samples to run into {self.output}", file=sys.stderr)
+        for index, sample in enumerate(pending, 1):
             record = self.run_sample(sample)
             if record["store_work"] and record["status"] not in report_file.STOPPING:
                 # The load built an expert table (or published a store): not a measurement of
@@ -312,7 +312,7 @@ class SuiteRun:
                 record = self.run_sample(sample)
             self.report["samples"].append(record)
             self.publish(self.report)
-            print(f"bench-suite: [{index}/{len(todo)}] {sample.id}: {record['status']}"
+            print(f"bench-suite: [{index}/{len(pending)}] {sample.id}: {record['status']}"
                   + (f", decode {record['decode']['tok_s']:.2f} tok/s" if (record.get("decode") or {}).get("tok_s") else ""),
                   file=sys.stderr)
             if record["status"] in report_file.STOPPING:
