@@ -22,6 +22,7 @@
 #include "engine/generate/sampler.h"
 #include "engine/generate/sequence_switcher.h"
 #include "engine/model/fixture_engine.h"
+#include "engine/model/fixture_forms.h"
 #include "engine/model/prefill_quantum.h"
 
 namespace cherenkov::testing {
@@ -49,10 +50,6 @@ struct CudaFixture {
     engine::DirectExpertReader experts;
     std::unique_ptr<engine::ModelBackend> gpu;
 };
-
-std::string reference_of(const std::string& checkpoint) {
-    return checkpoint.substr(0, checkpoint.find('/')) + "/reference";
-}
 
 std::vector<float> all_logits(engine::ModelBackend& model, const std::vector<int32_t>& tokens,
                               engine::ForwardTrace* trace = nullptr) {
@@ -97,17 +94,7 @@ TEST_P(CudaLogits, EveryPositionMatchesTheReferenceAndTheCpu) {
                 static_cast<double>(worst_ref), static_cast<double>(worst_cpu));
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, CudaLogits,
-                         ::testing::Values("tiny_a/hf_flat_fused",
-                                           "tiny_b/hf_nested_experts_sharded",
-                                           "tiny_c/hf_nested_fused", "tiny_c/mlx_q4"),
-                         [](const auto& param_info) {
-                             std::string name = param_info.param;
-                             for (char& ch : name) {
-                                 if (ch == '/') ch = '_';
-                             }
-                             return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaLogits, CHERENKOV_FIXTURE_FORMS, fixture_form_name);
 
 // Every stage the CPU traces, compared relative to the stage's RMS; prints the first stage (in
 // forward order) that diverges, which is where a kernel bug shows.
@@ -275,10 +262,12 @@ TEST(CudaModel, ParkedAndRestoredSequencesContinueExactly) {
         for (int i = 0; i < 2; ++i) {
             if (!running[i]) continue;
             switcher.activate(generators[i].state(), parked[i]);
-            running[i] = generators[i].step([&](const engine::EmittedToken& t) {
-                out[i].push_back(t.token);
-                return true;
-            }, 7);
+            running[i] = generators[i].step(
+                [&](const engine::EmittedToken& t) {
+                    out[i].push_back(t.token);
+                    return true;
+                },
+                7);
             if (running[i]) {
                 switcher.park(generators[i].state(), parked[i]);
             } else {

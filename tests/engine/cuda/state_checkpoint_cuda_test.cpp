@@ -12,6 +12,7 @@
 #include "engine/generate/checkpoint_checks.h"
 #include "engine/generate/sequence_switcher.h"
 #include "engine/model/fixture_engine.h"
+#include "engine/model/fixture_forms.h"
 
 namespace cherenkov::testing {
 namespace {
@@ -33,10 +34,6 @@ struct DeviceModel {
     std::unique_ptr<engine::ModelBackend> gpu;
 };
 
-std::string reference_of(const std::string& checkpoint) {
-    return checkpoint.substr(0, checkpoint.find('/')) + "/reference";
-}
-
 class CudaCheckpointForms : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(CudaCheckpointForms, RestoreThenDecodeEqualsUninterruptedDecodeBitForBit) {
@@ -49,28 +46,12 @@ TEST_P(CudaCheckpointForms, RestoreThenDecodeEqualsUninterruptedDecodeBitForBit)
     }
     ReferenceFile reference(reference_of(checkpoint) + "/logits.safetensors");
     const std::vector<int32_t> prompt = reference.tokens("input_ids.len33");
-    const auto& c = m.cpu.weights->config;
-    const int64_t r = c.indexer ? c.indexer->compress_ratio : 4;
-    const int64_t w = c.has_ple() ? c.ple_conv_state_len : 8;
-    const auto n = static_cast<int64_t>(prompt.size());
-    std::vector<int64_t> splits = {1, n - 1, n};
-    for (const int64_t edge : {r, 2 * r, w, 2 * w}) {
-        for (const int64_t k : {edge - 1, edge, edge + 1}) splits.push_back(k);
-    }
-    check_checkpoints_are_exact(*m.gpu, prompt, splits, checkpoint);
+    check_checkpoints_are_exact(
+        *m.gpu, prompt, edge_splits(m.cpu.weights->config, static_cast<int64_t>(prompt.size())),
+        checkpoint);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, CudaCheckpointForms,
-                         ::testing::Values("tiny_a/hf_flat_fused",
-                                           "tiny_b/hf_nested_experts_sharded",
-                                           "tiny_c/hf_nested_fused", "tiny_c/mlx_q4"),
-                         [](const auto& param_info) {
-                             std::string name = param_info.param;
-                             for (char& ch : name) {
-                                 if (ch == '/') ch = '_';
-                             }
-                             return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaCheckpointForms, CHERENKOV_FIXTURE_FORMS, fixture_form_name);
 
 // The server's path: one set of device caches handed between sequences by a SequenceSwitcher; a
 // checkpoint saved from the active state is restored into the shared caches for another

@@ -15,6 +15,7 @@
 
 #include "engine/generate/generator.h"
 #include "engine/generate/state_checkpoint.h"
+#include "model_data/qwen4_exp/config.h"
 
 namespace cherenkov::testing {
 
@@ -101,6 +102,18 @@ inline Emitted resumed_at(engine::ModelBackend& model, const std::vector<int32_t
     })) {
     }
     return out;
+}
+
+// Prefix lengths of an n-token prompt around the QSA block (compress ratio r) and PLE window (w)
+// edges of `c`, and the whole prompt.
+inline std::vector<int64_t> edge_splits(const model_data::qwen4_exp::Config& c, int64_t n) {
+    std::vector<int64_t> splits = {1, n - 1, n};
+    const int64_t r = c.indexer ? c.indexer->compress_ratio : 4;
+    const int64_t w = c.has_ple() ? c.ple_conv_state_len : 8;
+    for (const int64_t edge : {r, 2 * r, w, 2 * w}) {
+        for (const int64_t k : {edge - 1, edge, edge + 1}) splits.push_back(k);
+    }
+    return splits;
 }
 
 // The checks: (1) a prefix checkpoint at each of `splits` (inside and at the edge of a QSA block

@@ -12,25 +12,11 @@
 #include "base/error.h"
 #include "engine/generate/checkpoint_checks.h"
 #include "engine/model/fixture_engine.h"
+#include "engine/model/fixture_forms.h"
 #include "model_data/qwen4_exp/config.h"
 
 namespace cherenkov::testing {
 namespace {
-
-std::string reference_of(const std::string& checkpoint) {
-    return checkpoint.substr(0, checkpoint.find('/')) + "/reference";
-}
-
-// Prefix lengths around the QSA block (compress ratio r) and PLE window (w) edges of `config`.
-std::vector<int64_t> edge_splits(const model_data::qwen4_exp::Config& c, int64_t n) {
-    std::vector<int64_t> splits = {1, n - 1, n};
-    const int64_t r = c.indexer ? c.indexer->compress_ratio : 4;
-    const int64_t w = c.has_ple() ? c.ple_conv_state_len : 8;
-    for (const int64_t edge : {r, 2 * r, w, 2 * w}) {
-        for (const int64_t k : {edge - 1, edge, edge + 1}) splits.push_back(k);
-    }
-    return splits;
-}
 
 class CheckpointForms : public ::testing::TestWithParam<const char*> {};
 
@@ -48,17 +34,7 @@ TEST_P(CheckpointForms, RestoreThenDecodeEqualsUninterruptedDecodeBitForBit) {
         engine.model, prompt, edge_splits(config, static_cast<int64_t>(prompt.size())), checkpoint);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, CheckpointForms,
-                         ::testing::Values("tiny_a/hf_flat_fused",
-                                           "tiny_b/hf_nested_experts_sharded",
-                                           "tiny_c/hf_nested_fused", "tiny_c/mlx_q4"),
-                         [](const auto& param_info) {
-                             std::string name = param_info.param;
-                             for (char& ch : name) {
-                                 if (ch == '/') ch = '_';
-                             }
-                             return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(Fixtures, CheckpointForms, CHERENKOV_FIXTURE_FORMS, fixture_form_name);
 
 TEST(StateCheckpoint, HoldsOnlyValidRowsAndReportsItsBytes) {
     FixtureEngine engine("tiny_a/hf_flat_fused");
