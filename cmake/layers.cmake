@@ -24,6 +24,11 @@ endfunction()
 # cherenkov_test(NAME DIR LIBS...): one GoogleTest binary from tests/DIR/**/*_test.cpp.
 function(cherenkov_test name dir)
   file(GLOB_RECURSE sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/${dir}/*_test.cpp)
+  if(NOT CHERENKOV_HAVE_CUDA)
+    # The op-vs-CPU harness (tests/engine/cuda/ops_vs_cpu_*) calls the CUDA launchers directly,
+    # which needs the CUDA runtime headers.
+    list(FILTER sources EXCLUDE REGEX "/cuda/ops_vs_cpu_[a-z0-9_]+_test\\.cpp$")
+  endif()
   if(NOT sources)
     return()
   endif()

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The GPU test suite, run on the GPU machine from a .gpu/ made by scripts/gpu_package, in the
-# repository root: every CUDA test of engine_tests (kernels against their CPU references, the
-# CUDA model against the reference fixtures and the CPU backend), then the CLI with --backend cuda
-# against --backend cpu on the bundled trained model. Logs go to $OUT when set.
+# repository root: every CUDA test of engine_tests (kernels and the op-vs-CPU harness OpsVsCpu*
+# against their CPU references, the CUDA model against the reference fixtures and the CPU
+# backend), then the CLI with --backend cuda against --backend cpu on the bundled trained model.
+# Logs go to $OUT when set.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 export LD_LIBRARY_PATH="$root/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -13,7 +14,7 @@ status=0
 # checkout, /work/main); point it at this checkout when it does not exist here.
 if [[ ! -e /work/main ]]; then mkdir -p /work && ln -s "$root" /work/main; fi
 (cd "$root" && timeout "${TEST_TIMEOUT:-400}" "$bin/engine_tests" \
-    --gtest_filter="${GTEST_FILTER:-*Cuda*:*cuda*}" >"$out/gpu_tests.log" 2>&1) || status=1
+    --gtest_filter="${GTEST_FILTER:-*Cuda*:*cuda*:OpsVsCpu*}" >"$out/gpu_tests.log" 2>&1) || status=1
 grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]|worst|differs|Failure" "$out/gpu_tests.log" | head -60
 store=$(mktemp -d)/tiny-python
 "$bin/cherenkov" prepare "$root/models/tiny-python" --output "$store" >/dev/null

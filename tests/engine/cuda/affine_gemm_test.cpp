@@ -1,9 +1,9 @@
-// GPU prefill matmuls (engine/cuda/affine_gemm.h) and the linear layer on top of them
-// (device_linear_check.h: linear_apply, affine_matmul) against the CPU matmul: every bit width ×
-// group size × prefill row count on odd and Flash shapes, a vocabulary-sized matrix, strided and
-// unaligned inputs, float32 weights as GEMV and GEMM, bias, and bitwise reproducibility across
-// row counts (tile shapes). Skips without a device; in a build without CUDA it checks that calls
-// say so.
+// GPU prefill matmuls (engine/cuda/affine_gemm.h) against the CPU matmul: every bit width × group
+// size × prefill row count on odd and Flash shapes, a vocabulary-sized matrix, strided and
+// unaligned inputs, float32 weights as GEMV and GEMM, and bitwise reproducibility across row
+// counts (tile shapes). The linear layer on top of them (linear_apply, affine_matmul) is checked
+// in ops_vs_cpu_linear_test.cpp. Skips without a device; in a build without CUDA it checks that
+// calls say so.
 #include "engine/cuda/affine_gemm.h"
 
 #include <gtest/gtest.h>
@@ -21,7 +21,6 @@
 #include "engine/cuda/affine_test_matrix.h"
 #include "engine/cuda/device_buffer.h"
 #include "engine/cuda/device_info.h"
-#include "engine/cuda/device_linear_check.h"
 #include "engine/cuda/device_test.h"
 
 namespace cherenkov::engine::cuda {
@@ -82,12 +81,9 @@ double compare(const std::vector<float>& got, const std::vector<float>& expected
     return worst;
 }
 
-// Which entry point multiplies an affine matrix.
-enum class Route { Gemm, Matmul };
-
-// Runs `route` for `m` on n_rows random rows laid out as `layout`, against the CPU matmul.
+// Runs affine_gemm for `m` on n_rows random rows laid out as `layout`, against the CPU matmul.
 double check_affine(const TestMatrix& m, const DeviceAffineMatrix& device, int64_t n_rows,
-                    const Layout& layout, Route route, uint64_t seed, ThreadPool* pool,
+                    const Layout& layout, uint64_t seed, ThreadPool* pool,
                     const std::string& what) {
     const size_t n_x = static_cast<size_t>(n_rows) * layout.x_stride;
     const std::vector<float> x = random_vector(n_x, seed);
@@ -100,13 +96,7 @@ double check_affine(const TestMatrix& m, const DeviceAffineMatrix& device, int64
     DeviceBuffer d_y(expected.size() * sizeof(float));
     d_y.fill(0xFF);  // NaN: an unwritten output fails, a stray write into the padding too
     const float* d_x0 = d_x.as<float>() + layout.x_offset;
-    if (route == Route::Gemm) {
-        affine_gemm(device, d_x0, layout.x_stride, n_rows, d_y.as<float>(), layout.y_stride,
-                    nullptr);
-    } else {
-        affine_matmul_plain(device, d_x0, layout.x_stride, n_rows, d_y.as<float>(), layout.y_stride,
-                            nullptr);
-    }
+    affine_gemm(device, d_x0, layout.x_stride, n_rows, d_y.as<float>(), layout.y_stride, nullptr);
     std::vector<float> got(expected.size());
     d_y.download(got.data(), got.size() * sizeof(float));
     return compare(got, expected, scale, m.rows, n_rows, layout.y_stride, what);
@@ -130,7 +120,7 @@ TEST_F(CudaAffineGemm, MatchesCpuForEveryBitWidthGroupSizeAndRowCount) {
                 const Layout layout{static_cast<size_t>(shape[1]) + 4,
                                     static_cast<size_t>(shape[0]) + 3, 0};
                 for (const int64_t n_rows : kPrefillRows) {
-                    const double e = check_affine(m, m.device(), n_rows, layout, Route::Gemm,
+                    const double e = check_affine(m, m.device(), n_rows, layout,
                                                   static_cast<uint64_t>(bits + n_rows), &pool_,
                                                   describe(m, n_rows));
                     if (e < 0) return;
@@ -153,7 +143,7 @@ TEST_F(CudaAffineGemm, MatchesCpuOnFlashShapes) {
             for (const int64_t n_rows : kPrefillRows) {
                 if (bits != 4 && n_rows != 64) continue;
                 const double e =
-                    check_affine(m, m.device(), n_rows, contiguous(shape[0], shape[1]), Route::Gemm,
+                    check_affine(m, m.device(), n_rows, contiguous(shape[0], shape[1]),
                                  static_cast<uint64_t>(n_rows), &pool_, describe(m, n_rows));
                 if (e < 0) return;
                 std::printf("%s: max relative to Σ|w·x| %.3g\n", describe(m, n_rows).c_str(), e);
@@ -165,8 +155,8 @@ TEST_F(CudaAffineGemm, MatchesCpuOnFlashShapes) {
 TEST_F(CudaAffineGemm, MatchesCpuOnAVocabularySizedMatrix) {
     const TestMatrix m = make_matrix(151936, 2560, 4, 64, 151936);
     for (const int64_t n_rows : {int64_t{5}, int64_t{40}}) {
-        const double e = check_affine(m, m.device(), n_rows, contiguous(m.rows, m.cols),
-                                      Route::Gemm, 3, &pool_, describe(m, n_rows));
+        const double e = check_affine(m, m.device(), n_rows, contiguous(m.rows, m.cols), 3, &pool_,
+                                      describe(m, n_rows));
         if (e < 0) return;
         std::printf("%s: max relative to Σ|w·x| %.3g\n", describe(m, n_rows).c_str(), e);
     }
@@ -185,36 +175,11 @@ TEST_F(CudaAffineGemm, HandlesUnalignedAndStridedRows) {
         }
         const Layout layout{1024 + 1, 200 + 5, 1};
         for (const int64_t n_rows : {int64_t{5}, int64_t{64}}) {
-            const double e = check_affine(m, device, n_rows, layout, Route::Gemm, 9, &pool_,
+            const double e = check_affine(m, device, n_rows, layout, 9, &pool_,
                                           "unaligned " + describe(m, n_rows));
             if (e < 0) return;
         }
     }
-}
-
-// affine_matmul takes every row count: 1-4 through the GEMV when x is aligned, through the GEMM
-// when it is not, and 5+ through the GEMM.
-TEST_F(CudaAffineGemm, AffineMatmulRoutesEveryRowCount) {
-    const TestMatrix m = make_matrix(333, 640, 4, 64, 5);
-    // 1-4 rows: one GEMV; 5-64 on this small matrix: GEMV chunks of 4; 65: the GEMM (unaligned
-    // x: always the GEMM).
-    for (const int64_t n_rows : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17, 63, 64, 65}) {
-        for (const size_t x_offset : {size_t{0}, size_t{1}}) {
-            const Layout layout{640 + 5 * x_offset, 333 + 2, x_offset};
-            const double e = check_affine(
-                m, m.device(), n_rows, layout, Route::Matmul, 11 + n_rows, &pool_,
-                "affine_matmul x_offset=" + std::to_string(x_offset) + " " + describe(m, n_rows));
-            if (e < 0) return;
-        }
-    }
-    DeviceBuffer d_x(640 * sizeof(float));
-    DeviceBuffer d_y(333 * sizeof(float));
-    d_y.fill(0xFF);
-    affine_matmul_plain(m.device(), d_x.as<float>(), 640, 0, d_y.as<float>(), 333, nullptr);
-    std::vector<float> untouched(333);
-    d_y.download(untouched.data(), untouched.size() * sizeof(float));
-    EXPECT_TRUE(
-        std::all_of(untouched.begin(), untouched.end(), [](float v) { return std::isnan(v); }));
 }
 
 // Each output sums its columns in one fixed order whatever the tile shape, so the first rows of
@@ -307,53 +272,6 @@ TEST_F(CudaAffineGemm, F32MatmulMatchesCpu) {
     }
 }
 
-// linear_apply: y = x·Wᵀ + b with contiguous rows, for a quantized and a float32 linear.
-TEST_F(CudaAffineGemm, LinearApplyAddsBias) {
-    const TestMatrix q = make_matrix(640, 2560, 4, 64, 8);
-    const TestF32Matrix f = make_f32_matrix(100, 96, 9);
-    for (const bool quantized : {true, false}) {
-        const int64_t out = quantized ? q.rows : f.rows;
-        const int64_t in = quantized ? q.cols : f.cols;
-        const auto bias = random_vector(static_cast<size_t>(out), 13);
-        DeviceBuffer d_bias(bias.size() * 4);
-        d_bias.upload(bias.data(), bias.size() * 4);
-        DeviceLinear linear;
-        linear.quantized = quantized;
-        if (quantized) linear.affine = q.device();
-        if (!quantized) linear.dense = f.d_data.as<const float>();
-        linear.rows = out;
-        linear.cols = in;
-        linear.bias = d_bias.as<const float>();
-        for (const int64_t n_rows : {1, 3, 64}) {
-            const auto x = random_vector(static_cast<size_t>(n_rows * in), 17);
-            std::vector<float> expected(static_cast<size_t>(n_rows * out));
-            std::vector<double> scale;
-            if (quantized) {
-                matmul(q.host(), x.data(), in, n_rows, expected.data(), out, &pool_);
-                scale = magnitudes(q, x, in, n_rows, &pool_);
-            } else {
-                matmul(f.host(), x.data(), in, n_rows, expected.data(), out, &pool_);
-                scale = f32_magnitudes(f, x, in, n_rows, &pool_);
-            }
-            for (size_t i = 0; i < expected.size(); ++i) {
-                expected[i] += bias[i % static_cast<size_t>(out)];
-                scale[i] += std::fabs(bias[i % static_cast<size_t>(out)]);
-            }
-            DeviceBuffer d_x(x.size() * 4), d_y(expected.size() * 4);
-            d_x.upload(x.data(), x.size() * 4);
-            d_y.fill(0xFF);
-            linear_apply_plain(linear, d_x.as<float>(), n_rows, d_y.as<float>(), nullptr);
-            std::vector<float> got(expected.size());
-            d_y.download(got.data(), got.size() * 4);
-            const std::string what = std::string(quantized ? "quantized" : "float32") +
-                                     " linear n_rows=" + std::to_string(n_rows);
-            if (compare(got, expected, scale, out, n_rows, static_cast<size_t>(out), what) < 0) {
-                return;
-            }
-        }
-    }
-}
-
 TEST_F(CudaAffineGemm, RejectsBadArguments) {
     const TestMatrix m = make_matrix(8, 64, 4, 64, 1);
     DeviceBuffer d_x(size_t{8} * 64 * 4), d_y(size_t{8} * 8 * 4);
@@ -386,9 +304,6 @@ TEST(CudaAffineGemmUnavailable, CallsSayBuiltWithoutCuda) {
         EXPECT_NE(std::string(e.what()).find("built without CUDA"), std::string::npos) << e.what();
     }
     EXPECT_THROW(f32_matmul(DeviceF32Matrix{}, nullptr, 0, 5, nullptr, 0, nullptr), Error);
-    EXPECT_THROW(linear_apply_plain(DeviceLinear{}, nullptr, 1, nullptr, nullptr), Error);
-    EXPECT_THROW(affine_matmul_plain(DeviceAffineMatrix{}, nullptr, 0, 1, nullptr, 0, nullptr),
-                 Error);
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// GPU token selection (engine/cuda/token_select.cu) against the host definition
+// The op-vs-CPU harness for token selection (suites OpsVsCpu*, as ops_vs_cpu_*_test.cpp): GPU
+// token selection (engine/cuda/token_select.cu) against the host definition
 // (engine/model/token_selector.h): argmax on random, tie-heavy, NaN, signed-zero and infinite rows
 // of the Qwen vocabulary (151,936) and of small odd sizes; sampling (temperature, top-k, top-p)
 // at fixed u, on those rows and on peaked ones (a short candidate list), equal to the host
@@ -104,7 +105,7 @@ const RowKind kKinds[] = {RowKind::Random,     RowKind::TieHeavy, RowKind::LastI
                           RowKind::NaNs,       RowKind::AllNaN,   RowKind::SignedZeros,
                           RowKind::Infinities, RowKind::Flat};
 
-TEST(CudaTokenSelect, ArgmaxEqualsTheHostOnEveryKindOfRow) {
+TEST(OpsVsCpuTokenSelect, ArgmaxEqualsTheHostOnEveryKindOfRow) {
     if (!have_device()) GTEST_SKIP() << "no CUDA device";
     std::mt19937_64 rng(1);
     for (const int64_t vocab : {kQwenVocab, int64_t{1}, int64_t{7}, int64_t{1000}, int64_t{1025}}) {
@@ -129,7 +130,7 @@ TEST(CudaTokenSelect, ArgmaxEqualsTheHostOnEveryKindOfRow) {
 // Well-separated rows (random normal logits, ties) at fixed u over a grid of temperatures, top-k
 // and top-p, including the edges k = 1, k ≥ V and tiny top-p. Exact agreement, since both sides
 // compute the same integer weights (token_selector.h says where they could differ).
-TEST(CudaTokenSelect, SamplingEqualsTheHostSelectorForFixedU) {
+TEST(OpsVsCpuTokenSelect, SamplingEqualsTheHostSelectorForFixedU) {
     if (!have_device()) GTEST_SKIP() << "no CUDA device";
     std::mt19937_64 rng(2);
     const std::vector<float> temperatures = {0.7F, 1.0F, 1.6F};
@@ -165,7 +166,7 @@ TEST(CudaTokenSelect, SamplingEqualsTheHostSelectorForFixedU) {
 }
 
 // Many draws from one row: the device follows the host across the whole range of u.
-TEST(CudaTokenSelect, SamplingFollowsTheHostAcrossU) {
+TEST(OpsVsCpuTokenSelect, SamplingFollowsTheHostAcrossU) {
     if (!have_device()) GTEST_SKIP() << "no CUDA device";
     std::mt19937_64 rng(3);
     const int64_t vocab = kQwenVocab;
@@ -181,7 +182,7 @@ TEST(CudaTokenSelect, SamplingFollowsTheHostAcrossU) {
 }
 
 // More sampled rows than one select launch keeps resident: the rows go in several launches.
-TEST(CudaTokenSelect, ManySampledRowsEqualTheHost) {
+TEST(OpsVsCpuTokenSelect, ManySampledRowsEqualTheHost) {
     if (!have_device()) GTEST_SKIP() << "no CUDA device";
     std::mt19937_64 rng(4);
     const int64_t vocab = 513;
@@ -196,7 +197,7 @@ TEST(CudaTokenSelect, ManySampledRowsEqualTheHost) {
     EXPECT_EQ(device_select(logits, vocab, choices), host_select(logits, vocab, choices));
 }
 
-TEST(CudaTokenSelect, RejectsBadShapes) {
+TEST(OpsVsCpuTokenSelect, RejectsBadShapes) {
     if (!have_device()) GTEST_SKIP() << "no CUDA device";
     EXPECT_THROW(token_select(nullptr, 1, 10, nullptr, nullptr, nullptr, nullptr), Error);
     DeviceBuffer logits(16);

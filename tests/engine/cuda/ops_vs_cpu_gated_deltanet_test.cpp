@@ -1,12 +1,12 @@
-// The device Gated DeltaNet (engine/cuda/gated_deltanet.cu) against the CPU layer
-// (engine::gated_deltanet_forward) on random Q4 weights and random states: the output, the final
-// recurrent and conv states and the per-row snapshots, on the Flash shape and small odd shapes
-// for 1, 3 and 37 rows, and one call of 5 rows against calls of 2 and 3 rows. Calls of 16 rows or
-// more without snapshots take the chunked recurrence (delta_rule_chunked.cu): it is checked
-// against the CPU for 1-300 rows, against the device's token-by-token kernel (same projections,
-// so only the recurrence differs), across calls that switch between the two, and for identical
-// bits run to run. Skips without a device; in a build without CUDA it checks that the call says
-// so.
+// The op-vs-CPU harness for Gated DeltaNet (ops_vs_cpu.h): cuda::gated_deltanet_forward
+// (gated_deltanet.cu, the decode step, and delta_rule_chunked.cu, the chunked prefill) against
+// the CPU layer engine::gated_deltanet_forward on random Q4 weights and random states: the output,
+// the final recurrent and conv states and the per-row snapshots, on the Flash shape and small odd
+// shapes for 1, 3 and 37 rows, and one call of 5 rows against calls of 2 and 3 rows. Calls of 16
+// rows or more without snapshots take the chunked recurrence: it is checked against the CPU for
+// 1-300 rows, against the device's token-by-token kernel (same projections, so only the
+// recurrence differs), across calls that switch between the two, and for identical bits run to
+// run. Skips without a device.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,9 +22,9 @@
 #include "base/half.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/cuda/affine_test_matrix.h"
-#include "engine/cuda/device_info.h"
+#include "engine/cuda/device_layers.cuh"
 #include "engine/cuda/device_test.h"
-#include "engine/cuda/gated_deltanet_check.h"
+#include "engine/cuda/ops_vs_cpu.h"
 #include "engine/model/layers.h"
 
 namespace cherenkov::engine::cuda {
@@ -224,7 +224,7 @@ Result run_cpu(const TestLayer& layer, const std::vector<float>& mix, int64_t n_
         }
         ctx.snapshots = &rows;
     }
-    gated_deltanet_forward(layer.weights, r.state, mix.data(), n_rows, r.y.data(), ctx);
+    engine::gated_deltanet_forward(layer.weights, r.state, mix.data(), n_rows, r.y.data(), ctx);
     for (const RowSnapshot& snap : rows) {
         const GatedDeltaNetState& s = snap.gdn[0];
         r.recurrent_snapshots.insert(r.recurrent_snapshots.end(), s.recurrent.begin(),
@@ -234,21 +234,81 @@ Result run_cpu(const TestLayer& layer, const std::vector<float>& mix, int64_t n_
     return r;
 }
 
+// The device address of a float tensor inside the host weight buffer, once that buffer is
+// uploaded at `device_base`.
+const float* device_floats(const float* host, const WeightBuffer& buffer, const void* device_base) {
+    if (host == nullptr) return nullptr;
+    const auto offset =
+        reinterpret_cast<const char*>(host) - static_cast<const char*>(buffer.data());
+    return reinterpret_cast<const float*>(static_cast<const char*>(device_base) + offset);
+}
+
+// Runs cuda::gated_deltanet_forward once per entry of `chunks` (consecutive calls on one device
+// state and one stream) over mix [Σ chunks, H], from the layer's initial state.
 Result run_gpu(const TestLayer& layer, const std::vector<float>& mix,
                const std::vector<int64_t>& chunks, bool snapshots) {
     int64_t n_rows = 0;
     for (const int64_t rows : chunks) n_rows += rows;
-    Result r;
-    r.state = layer.initial;
-    r.y.resize(static_cast<size_t>(n_rows * layer.config.hidden_size));
-    if (snapshots) {
-        r.recurrent_snapshots.resize(static_cast<size_t>(n_rows) * layer.initial.recurrent.size());
-        r.conv_snapshots.resize(static_cast<size_t>(n_rows) * layer.initial.conv.size());
+    const Config& c = layer.config;
+    const int64_t hidden = c.hidden_size;
+    const auto recurrent_size = static_cast<int64_t>(layer.initial.recurrent.size());
+    const auto conv_size = static_cast<int64_t>(layer.initial.conv.size());
+
+    DeviceBuffer d_weights(layer.buffer.size());
+    d_weights.upload(layer.buffer.data(), layer.buffer.size());
+    const void* base = d_weights.data();
+    const auto linear = [&](const Linear& l) {
+        return translate_linear(l, layer.buffer.data(), layer.buffer.size(), base);
+    };
+    const GatedDeltaNetWeights& w = layer.weights;
+    DeviceGatedDeltaNetWeights dw;
+    dw.in_qkv = linear(w.in_qkv);
+    dw.in_z = linear(w.in_z);
+    dw.in_b = linear(w.in_b);
+    dw.in_a = linear(w.in_a);
+    dw.out = linear(w.out);
+    dw.conv = device_floats(w.conv, layer.buffer, base);
+    dw.dt_bias = device_floats(w.dt_bias, layer.buffer, base);
+    dw.a_log = device_floats(w.a_log, layer.buffer, base);
+    dw.norm = device_floats(w.norm, layer.buffer, base);
+
+    const DeviceBuffer d_mix = ops_test::to_device(mix);
+    const DeviceBuffer d_y = ops_test::poisoned(static_cast<size_t>(n_rows * hidden));
+    const DeviceBuffer d_recurrent = ops_test::to_device(layer.initial.recurrent);
+    const DeviceBuffer d_conv = ops_test::to_device(layer.initial.conv);
+    const DeviceBuffer d_recurrent_snaps =
+        ops_test::poisoned(snapshots ? static_cast<size_t>(n_rows * recurrent_size) : 0);
+    const DeviceBuffer d_conv_snaps =
+        ops_test::poisoned(snapshots ? static_cast<size_t>(n_rows * conv_size) : 0);
+    // Pageable uploads may still be in flight on the legacy stream; the test stream does not wait
+    // for it.
+    device_synchronize();
+
+    const ops_test::TestStream stream;
+    DeviceGatedDeltaNetState device_state{d_conv.as<float>(), d_recurrent.as<float>()};
+    DeviceContext ctx;
+    ctx.config = &c;
+    ctx.stream = stream.get();
+    int64_t done = 0;
+    for (const int64_t rows : chunks) {
+        ctx.gdn_recurrent_snapshots =
+            snapshots ? d_recurrent_snaps.as<float>() + done * recurrent_size : nullptr;
+        ctx.gdn_conv_snapshots = snapshots ? d_conv_snaps.as<float>() + done * conv_size : nullptr;
+        gated_deltanet_forward(dw, device_state, d_mix.as<float>() + done * hidden, rows,
+                               d_y.as<float>() + done * hidden, ctx);
+        done += rows;
     }
-    gated_deltanet_check(layer.config, layer.weights, layer.buffer.data(), layer.buffer.size(),
-                         r.state, mix.data(), chunks, r.y.data(),
-                         snapshots ? r.recurrent_snapshots.data() : nullptr,
-                         snapshots ? r.conv_snapshots.data() : nullptr);
+    stream.synchronize();
+
+    Result r;
+    r.y = ops_test::to_host(d_y, static_cast<size_t>(n_rows * hidden));
+    r.state.recurrent = ops_test::to_host(d_recurrent, static_cast<size_t>(recurrent_size));
+    r.state.conv = ops_test::to_host(d_conv, static_cast<size_t>(conv_size));
+    if (snapshots) {
+        r.recurrent_snapshots =
+            ops_test::to_host(d_recurrent_snaps, static_cast<size_t>(n_rows * recurrent_size));
+        r.conv_snapshots = ops_test::to_host(d_conv_snaps, static_cast<size_t>(n_rows * conv_size));
+    }
     return r;
 }
 
@@ -299,7 +359,7 @@ void compare_results(const Result& gpu, const Result& cpu, const std::string& wh
                 what.c_str(), y, recurrent, conv, recurrent_snaps, conv_snaps);
 }
 
-class CudaGatedDeltaNet : public DeviceTest {
+class OpsVsCpuGatedDeltaNet : public DeviceTest {
 protected:
     // T = 1, 3 and 37 rows in one call each; snapshots at T = 3 (and at every T when asked).
     void check_shape(const Shape& shape, bool all_snapshots) {
@@ -318,19 +378,19 @@ protected:
     ThreadPool pool_{0};
 };
 
-TEST_F(CudaGatedDeltaNet, MatchesCpuOnSmallShapes) {
+TEST_F(OpsVsCpuGatedDeltaNet, MatchesCpuOnSmallShapes) {
     check_shape(kSmallSilu, true);
     if (HasFailure()) return;
     check_shape(kSmallSigmoid, true);
 }
 
-TEST_F(CudaGatedDeltaNet, MatchesCpuOnFlashShape) {
+TEST_F(OpsVsCpuGatedDeltaNet, MatchesCpuOnFlashShape) {
     check_shape(kFlash, false);
 }
 
 // The state carries between calls: 5 rows in one call equal calls of 2 and 3 rows (snapshots
 // included), and both match the CPU's 5 rows.
-TEST_F(CudaGatedDeltaNet, OneCallOfFiveRowsMatchesCallsOfTwoAndThree) {
+TEST_F(OpsVsCpuGatedDeltaNet, OneCallOfFiveRowsMatchesCallsOfTwoAndThree) {
     for (const Shape& shape : {kSmallSilu, kFlash}) {
         const TestLayer layer = make_layer(shape, 200);
         const auto mix = random_vector(static_cast<size_t>(5 * shape.hidden), 1.0F, 55);
@@ -350,7 +410,7 @@ const int64_t kChunkedRows[] = {1, 15, 16, 17, 63, 64, 65, 127, 128, 129, 200, 3
 
 // The chunked path against the CPU's token-by-token layer, with the random initial state of
 // make_layer, on the Flash shape (dk = dv = 128, 16 key heads, 48 value heads).
-TEST_F(CudaGatedDeltaNet, ChunkedPrefillMatchesCpuOnFlashShape) {
+TEST_F(OpsVsCpuGatedDeltaNet, ChunkedPrefillMatchesCpuOnFlashShape) {
     const TestLayer layer = make_layer(kFlash, 300);
     for (const int64_t n_rows : kChunkedRows) {
         const auto mix = random_vector(static_cast<size_t>(n_rows * kFlash.hidden), 1.0F,
@@ -363,7 +423,7 @@ TEST_F(CudaGatedDeltaNet, ChunkedPrefillMatchesCpuOnFlashShape) {
 }
 
 // Partial 32-column tiles (dv 48, 80), dk 32 and 64, one and two value heads per key head.
-TEST_F(CudaGatedDeltaNet, ChunkedPrefillMatchesCpuOnSmallShapes) {
+TEST_F(OpsVsCpuGatedDeltaNet, ChunkedPrefillMatchesCpuOnSmallShapes) {
     for (const Shape& shape : {kSmallSilu, kSmallSigmoid}) {
         const TestLayer layer = make_layer(shape, 400);
         for (const int64_t n_rows : {int64_t{16}, int64_t{64}, int64_t{65}, int64_t{150}}) {
@@ -382,7 +442,7 @@ TEST_F(CudaGatedDeltaNet, ChunkedPrefillMatchesCpuOnSmallShapes) {
 // (the projections are the same bits) the two recurrences differ only by their rounding: about
 // 1e-5 of the scale (the CPU prototype in tests/engine/model/delta_rule_chunked_test.cpp shows
 // the same against the CPU recurrence), well inside 1e-4.
-TEST_F(CudaGatedDeltaNet, ChunkedRecurrenceMatchesTheTokenByTokenKernel) {
+TEST_F(OpsVsCpuGatedDeltaNet, ChunkedRecurrenceMatchesTheTokenByTokenKernel) {
     constexpr double kRecurrenceTolerance = 1e-4;
     const TestLayer layer = make_layer(kFlash, 500);
     for (const int64_t n_rows : {int64_t{16}, int64_t{65}, int64_t{300}}) {
@@ -403,7 +463,7 @@ TEST_F(CudaGatedDeltaNet, ChunkedRecurrenceMatchesTheTokenByTokenKernel) {
 
 // The state carries across calls that switch recurrences: 300 rows as calls of 100 (chunked),
 // 7 (token by token), 64 and 129 (chunked) match the CPU's single call.
-TEST_F(CudaGatedDeltaNet, ChunkedAndTokenByTokenCallsChainLikeOneCall) {
+TEST_F(OpsVsCpuGatedDeltaNet, ChunkedAndTokenByTokenCallsChainLikeOneCall) {
     for (const Shape& shape : {kSmallSigmoid, kFlash}) {
         const TestLayer layer = make_layer(shape, 600);
         const auto mix = random_vector(static_cast<size_t>(300 * shape.hidden), 1.0F, 66);
@@ -415,7 +475,7 @@ TEST_F(CudaGatedDeltaNet, ChunkedAndTokenByTokenCallsChainLikeOneCall) {
 }
 
 // Fixed reduction orders and no atomics: the chunked path gives the same bits twice.
-TEST_F(CudaGatedDeltaNet, ChunkedPrefillRepeatsBitForBit) {
+TEST_F(OpsVsCpuGatedDeltaNet, ChunkedPrefillRepeatsBitForBit) {
     const TestLayer layer = make_layer(kFlash, 700);
     const auto mix = random_vector(static_cast<size_t>(200 * kFlash.hidden), 1.0F, 77);
     const Result first = run_gpu(layer, mix, {200}, false);
@@ -423,22 +483,6 @@ TEST_F(CudaGatedDeltaNet, ChunkedPrefillRepeatsBitForBit) {
     expect_same_bits(first.y, second.y, "y");
     expect_same_bits(first.state.recurrent, second.state.recurrent, "recurrent state");
     expect_same_bits(first.state.conv, second.state.conv, "conv state");
-}
-
-// Without CUDA the test entry reports why instead of crashing.
-TEST(CudaGatedDeltaNetUnavailable, CallSaysBuiltWithoutCuda) {
-    if (query_devices().built_with_cuda) GTEST_SKIP() << "built with CUDA";
-    const TestLayer layer = make_layer(kSmallSilu, 1);
-    GatedDeltaNetState state = layer.initial;
-    std::vector<float> mix(static_cast<size_t>(kSmallSilu.hidden));
-    std::vector<float> y(mix.size());
-    try {
-        gated_deltanet_check(layer.config, layer.weights, layer.buffer.data(), layer.buffer.size(),
-                             state, mix.data(), {1}, y.data(), nullptr, nullptr);
-        FAIL() << "gated_deltanet_check did not throw";
-    } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("built without CUDA"), std::string::npos) << e.what();
-    }
 }
 
 }  // namespace

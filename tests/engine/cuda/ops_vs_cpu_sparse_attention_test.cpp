@@ -1,9 +1,9 @@
-// GPU QSA attention (engine/cuda/sparse_attention.cu) against the CPU layer
-// engine::sparse_attention_forward on random weights and rows: the Flash shape and a small odd
-// shape with the indexer (a small top-K, so the sparse path runs within a few hundred tokens),
-// a shape without indexer, prefill then decode of 1 and 3 rows, the caches after every call,
-// truncation followed by re-appending, and the cache contract. Skips without a device; in a
-// build without CUDA it checks that the handle says so.
+// The op-vs-CPU harness for QSA attention (ops_vs_cpu.h): cuda::sparse_attention_forward
+// (sparse_attention.cu) against the CPU layer engine::sparse_attention_forward on random weights
+// and rows: the Flash shape and a small odd shape with the indexer (a small top-K, so the sparse
+// path runs within a few hundred tokens), a shape without indexer, prefill then decode of 1 and 3
+// rows, the caches after every call, truncation followed by re-appending, and the cache
+// contract. Skips without a device.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,9 +16,10 @@
 #include "base/half.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/cuda/affine_test_matrix.h"
-#include "engine/cuda/device_info.h"
+#include "engine/cuda/device_buffer.h"
+#include "engine/cuda/device_layers.cuh"
 #include "engine/cuda/device_test.h"
-#include "engine/cuda/sparse_attention_check.h"
+#include "engine/cuda/ops_vs_cpu.h"
 #include "engine/model/layers.h"
 #include "engine/model/ops.h"
 
@@ -213,6 +214,122 @@ std::vector<float> random_rows(int64_t n_rows, int64_t width, uint64_t seed) {
     return x;
 }
 
+// The device layer driven from the host: the weights uploaded once, a device cache of `capacity`
+// tokens kept between calls, outputs and cache contents copied back. `config` and `layer` must
+// outlive it.
+class DeviceQsa {
+public:
+    DeviceQsa(const q4::Config& config, const TestLayer& layer, int64_t capacity)
+        : config_(&config), weight_bytes_(layer.n_bytes()) {
+        weight_bytes_.upload(layer.base(), layer.n_bytes());
+        const void* device_base = weight_bytes_.data();
+        const auto linear = [&](const Linear& l) {
+            return translate_linear(l, layer.base(), layer.n_bytes(), device_base);
+        };
+        const auto norm = [&](const float* host) {
+            if (host == nullptr) return static_cast<const float*>(nullptr);
+            const auto offset =
+                reinterpret_cast<const char*>(host) - static_cast<const char*>(layer.base());
+            return reinterpret_cast<const float*>(static_cast<const char*>(device_base) + offset);
+        };
+        const SparseAttentionWeights& w = layer.weights;
+        weights_.q = linear(w.q);
+        weights_.k = linear(w.k);
+        weights_.v = linear(w.v);
+        weights_.o = linear(w.o);
+        weights_.q_norm = norm(w.q_norm);
+        weights_.k_norm = norm(w.k_norm);
+        weights_.has_indexer = w.has_indexer;
+        if (w.has_indexer) {
+            weights_.index_qk = linear(w.index_qk);
+            weights_.index_q_norm = norm(w.index_q_norm);
+            weights_.index_k_norm = norm(w.index_k_norm);
+        }
+
+        const auto kv_floats =
+            static_cast<size_t>(capacity * config.num_key_value_heads * config.head_dim);
+        cache_.capacity = capacity;
+        keys_ = DeviceBuffer(kv_floats * sizeof(float));
+        values_ = DeviceBuffer(kv_floats * sizeof(float));
+        cache_.keys = keys_.as<float>();
+        cache_.values = values_.as<float>();
+        if (w.has_indexer) {
+            const auto& ix = *config.indexer;
+            index_keys_ = DeviceBuffer(static_cast<size_t>(capacity * ix.head_dim) * sizeof(float));
+            block_keys_ =
+                DeviceBuffer(static_cast<size_t>(
+                                 std::max<int64_t>(1, capacity / ix.compress_ratio) * ix.head_dim) *
+                             sizeof(float));
+            cache_.index_keys = index_keys_.as<float>();
+            cache_.block_keys = block_keys_.as<float>();
+        }
+        // engine::Rope's table, computed the same way (docs/qwen4_exp.md §1.5).
+        std::vector<float> inv_freq;
+        const auto theta = static_cast<float>(config.rope.rope_theta);
+        for (int64_t i = 0; i < config.rotary_dim / 2; ++i) {
+            const float exponent =
+                static_cast<float>(2 * i) / static_cast<float>(config.rotary_dim);
+            inv_freq.push_back(1.0F / std::pow(theta, exponent));
+        }
+        inv_freq_ = ops_test::to_device(inv_freq);
+    }
+
+    // y [T, H] of the device layer for mix [T, H] at positions [first_position, +T); the cache
+    // grows by T. `trace` (may be null) receives the layer's trace values ("qsa.margin", ...).
+    // Throws what the device function throws (Internal when first_position is not the length).
+    std::vector<float> forward(const float* mix, int64_t n_rows, int64_t first_position,
+                               ForwardTrace* trace) {
+        const auto width = static_cast<size_t>(n_rows * config_->hidden_size);
+        DeviceBuffer d_mix(std::max<size_t>(1, width) * sizeof(float));
+        d_mix.upload(mix, width * sizeof(float));
+        DeviceBuffer d_y(std::max<size_t>(1, width) * sizeof(float));
+        DeviceBuffer d_position(sizeof(int64_t));
+        d_position.upload(&first_position, sizeof(int64_t));
+        DeviceContext ctx;
+        ctx.config = config_;
+        ctx.stream = stream_.get();
+        ctx.rope_inv_freq = inv_freq_.as<float>();
+        ctx.trace = trace;
+        ctx.position = d_position.as<int64_t>();
+        sparse_attention_forward(weights_, cache_, d_mix.as<float>(), n_rows, first_position,
+                                 d_y.as<float>(), ctx);
+        stream_.synchronize();
+        return ops_test::to_host(d_y, width);
+    }
+
+    // DeviceAttentionCache::truncate.
+    void truncate(int64_t n) {
+        cache_.truncate(n, weights_.has_indexer ? config_->indexer->compress_ratio : 0);
+    }
+
+    // The valid part of the device cache as an engine::AttentionCache.
+    AttentionCache download_cache() const {
+        stream_.synchronize();
+        AttentionCache out;
+        out.length = cache_.length;
+        out.n_block_keys = cache_.n_block_keys;
+        out.kv_width = config_->num_key_value_heads * config_->head_dim;
+        out.keys = ops_test::to_host(keys_, static_cast<size_t>(out.length * out.kv_width));
+        out.values = ops_test::to_host(values_, out.keys.size());
+        if (weights_.has_indexer) {
+            out.index_width = config_->indexer->head_dim;
+            out.index_keys =
+                ops_test::to_host(index_keys_, static_cast<size_t>(out.length * out.index_width));
+            out.block_keys = ops_test::to_host(
+                block_keys_, static_cast<size_t>(out.n_block_keys * out.index_width));
+        }
+        return out;
+    }
+
+private:
+    const q4::Config* config_;
+    DeviceBuffer weight_bytes_;
+    DeviceSparseAttentionWeights weights_;
+    DeviceBuffer keys_, values_, index_keys_, block_keys_, inv_freq_;
+    DeviceAttentionCache cache_;
+    ops_test::TestStream stream_;
+};
+
 void expect_near_all(const std::vector<float>& gpu, const std::vector<float>& cpu,
                      const std::string& what) {
     ASSERT_EQ(gpu.size(), cpu.size()) << what;
@@ -243,7 +360,7 @@ public:
           config_(make_config(shape)),
           layer_(make_layer(config_, shape, seed)),
           rope_(config_.rope.rope_theta, config_.rotary_dim),
-          gpu_(config_, layer_.weights, layer_.base(), layer_.n_bytes(), capacity) {
+          gpu_(config_, layer_, capacity) {
         cpu_cache_.kv_width = config_.num_key_value_heads * config_.head_dim;
         cpu_cache_.index_width = shape.indexer ? shape.index_dim : 0;
     }
@@ -261,7 +378,8 @@ public:
         ctx.pool = &pool_;
         ctx.rope = &rope_;
         ctx.trace = &cpu_trace;
-        sparse_attention_forward(layer_.weights, cpu_cache_, x, n_rows, first, cpu_y.data(), ctx);
+        engine::sparse_attention_forward(layer_.weights, cpu_cache_, x, n_rows, first, cpu_y.data(),
+                                         ctx);
         ForwardTrace gpu_trace;
         const std::vector<float> gpu_y = gpu_.forward(x, n_rows, first, &gpu_trace);
 
@@ -318,7 +436,7 @@ public:
         cpu_cache_.truncate(n, shape_.indexer ? shape_.ratio : 0);
     }
 
-    SparseAttentionCheck& gpu() { return gpu_; }
+    DeviceQsa& gpu() { return gpu_; }
 
 private:
     Shape shape_;
@@ -327,10 +445,10 @@ private:
     Rope rope_;
     ThreadPool pool_{0};
     AttentionCache cpu_cache_;
-    SparseAttentionCheck gpu_;
+    DeviceQsa gpu_;
 };
 
-class CudaSparseAttention : public DeviceTest {
+class OpsVsCpuSparseAttention : public DeviceTest {
 protected:
     // Prefill `chunks` in turn, comparing after each call; returns the rows compared.
     static int64_t run_chunks(Pair& pair, const std::vector<float>& mix,
@@ -350,7 +468,7 @@ protected:
 
 // Prefill 256 + 37 rows (sparse from position 35 on: 9 complete blocks > K 8), then decode 1
 // and 3 rows at ~300 tokens of context.
-TEST_F(CudaSparseAttention, MatchesCpuOnFlashShape) {
+TEST_F(OpsVsCpuSparseAttention, MatchesCpuOnFlashShape) {
     Pair pair(kFlash, 512, 11);
     const std::vector<int64_t> chunks = {256, 37, 1, 3};
     const auto mix = random_rows(297, kFlash.hidden, 5);
@@ -358,7 +476,7 @@ TEST_F(CudaSparseAttention, MatchesCpuOnFlashShape) {
     EXPECT_GE(compared, 297 * 8 / 10) << "too many near-tie rows skipped";
 }
 
-TEST_F(CudaSparseAttention, MatchesCpuOnSmallOddShape) {
+TEST_F(OpsVsCpuSparseAttention, MatchesCpuOnSmallOddShape) {
     Pair pair(kSmall, 400, 12);
     const std::vector<int64_t> chunks = {37, 256, 1, 3, 1};
     const auto mix = random_rows(298, kSmall.hidden, 6);
@@ -367,7 +485,7 @@ TEST_F(CudaSparseAttention, MatchesCpuOnSmallOddShape) {
 }
 
 // Plain causal attention; the last decode attends 601 tokens in 3 split-K chunks.
-TEST_F(CudaSparseAttention, MatchesCpuWithoutIndexer) {
+TEST_F(OpsVsCpuSparseAttention, MatchesCpuWithoutIndexer) {
     Pair pair(kNoIndexer, 700, 13);
     const std::vector<int64_t> chunks = {37, 1, 3, 560, 1};
     const auto mix = random_rows(602, kNoIndexer.hidden, 7);
@@ -376,7 +494,7 @@ TEST_F(CudaSparseAttention, MatchesCpuWithoutIndexer) {
 
 // Truncating inside a block (dropping a completed block key) and appending other rows gives what
 // a run that never saw the dropped rows gives.
-TEST_F(CudaSparseAttention, TruncateThenAppendMatchesAFreshRun) {
+TEST_F(OpsVsCpuSparseAttention, TruncateThenAppendMatchesAFreshRun) {
     for (const Shape& shape : {kSmall, kNoIndexer}) {
         Pair pair(shape, 400, 21);
         const auto first = random_rows(300, shape.hidden, 8);
@@ -399,7 +517,7 @@ TEST_F(CudaSparseAttention, TruncateThenAppendMatchesAFreshRun) {
     }
 }
 
-TEST_F(CudaSparseAttention, RejectsAPositionOtherThanTheLengthAndRowsPastCapacity) {
+TEST_F(OpsVsCpuSparseAttention, RejectsAPositionOtherThanTheLengthAndRowsPastCapacity) {
     Pair pair(kSmall, 40, 3);
     const auto mix = random_rows(41, kSmall.hidden, 4);
     EXPECT_THROW(pair.gpu().forward(mix.data(), 1, 5, nullptr), Error);
@@ -407,18 +525,6 @@ TEST_F(CudaSparseAttention, RejectsAPositionOtherThanTheLengthAndRowsPastCapacit
     EXPECT_EQ(pair.gpu().download_cache().length, 0);
     pair.step(mix, 0, 40, "filling the capacity");
     EXPECT_THROW(pair.gpu().forward(mix.data(), 1, 40, nullptr), Error);
-}
-
-TEST(CudaSparseAttentionUnavailable, SaysBuiltWithoutCuda) {
-    if (query_devices().built_with_cuda) GTEST_SKIP() << "built with CUDA";
-    const q4::Config config = make_config(kSmall);
-    const TestLayer layer = make_layer(config, kSmall, 1);
-    try {
-        SparseAttentionCheck check(config, layer.weights, layer.base(), layer.n_bytes(), 16);
-        FAIL() << "the check handle was built";
-    } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("built without CUDA"), std::string::npos) << e.what();
-    }
 }
 
 }  // namespace
