@@ -13,7 +13,6 @@
 #include "engine/cuda/cuda_check.cuh"
 #include "engine/cuda/dependent_launch.cuh"
 #include "engine/cuda/device_layers.cuh"
-#include "engine/cuda/device_linear_check.h"
 
 namespace cherenkov::engine::cuda {
 namespace {
@@ -102,16 +101,6 @@ void linear_apply(const DeviceLinear& linear, const float* x, int64_t n_rows, fl
     const auto blocks = static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 4096));
     launch_dependent(add_bias_kernel, dim3(blocks), dim3(256), 0, stream, y, linear.bias, n_rows,
                      out);
-}
-
-void linear_apply_plain(const DeviceLinear& linear, const float* x, int64_t n_rows, float* y,
-                        void* stream) {
-    linear_apply(linear, x, n_rows, y, static_cast<cudaStream_t>(stream));
-}
-
-void affine_matmul_plain(const DeviceAffineMatrix& w, const float* x, size_t x_stride,
-                         int64_t n_rows, float* y, size_t y_stride, void* stream) {
-    affine_matmul(w, x, x_stride, n_rows, y, y_stride, static_cast<cudaStream_t>(stream));
 }
 
 }  // namespace cherenkov::engine::cuda

@@ -23,10 +23,8 @@
 #include "engine/cuda/cuda_check.cuh"
 #include "engine/cuda/delta_rule_chunked.cuh"
 #include "engine/cuda/dependent_launch.cuh"
-#include "engine/cuda/device_buffer.h"
 #include "engine/cuda/device_layers.cuh"
 #include "engine/cuda/device_math.cuh"
-#include "engine/cuda/gated_deltanet_check.h"
 
 namespace cherenkov::engine::cuda {
 namespace {
@@ -355,113 +353,6 @@ void gated_deltanet_forward(const DeviceGatedDeltaNetWeights& weights,
     gated_rms_norm_rows(heads, weights.norm, z, c.output_gate == GateActivation::Sigmoid,
                         n_rows * n_value_heads, dv, dv, ctx.eps(), heads, stream);
     linear_apply(weights.out, heads, n_rows, y, stream);
-}
-
-// ---- the plain C++ test entry (gated_deltanet_check.h) ----
-
-namespace {
-
-// The device address of a float tensor that lies in the host mapping [host_base, +n_bytes).
-const float* translate_floats(const float* host, const void* host_base, uint64_t n_bytes,
-                              const void* device_base) {
-    if (host == nullptr) return nullptr;
-    const auto* base = static_cast<const char*>(host_base);
-    const auto* at = reinterpret_cast<const char*>(host);
-    if (at < base || at >= base + n_bytes) {
-        throw_invalid("[gated_deltanet_check] a float tensor lies outside the weight buffer");
-    }
-    return reinterpret_cast<const float*>(static_cast<const char*>(device_base) + (at - base));
-}
-
-// A non-blocking stream, destroyed with its owner (errors on destruction are ignored).
-class OwnedStream {
-public:
-    OwnedStream() {
-        CHERENKOV_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    }
-    ~OwnedStream() { cudaStreamDestroy(stream_); }
-    OwnedStream(const OwnedStream&) = delete;
-    OwnedStream& operator=(const OwnedStream&) = delete;
-    cudaStream_t get() const { return stream_; }
-
-private:
-    cudaStream_t stream_ = nullptr;
-};
-
-}  // namespace
-
-void gated_deltanet_check(const model_data::qwen4_exp::Config& config,
-                          const GatedDeltaNetWeights& weights, const void* weight_base,
-                          uint64_t weight_bytes, GatedDeltaNetState& state, const float* mix,
-                          const std::vector<int64_t>& chunk_rows, float* y,
-                          float* recurrent_snapshots, float* conv_snapshots) {
-    int64_t n_rows = 0;
-    for (const int64_t rows : chunk_rows) n_rows += rows;
-    const int64_t hidden = config.hidden_size;
-    const int64_t kept = config.linear_conv_kernel_dim - 1;
-    const auto recurrent_size = static_cast<int64_t>(state.recurrent.size());
-    const auto conv_size = static_cast<int64_t>(state.conv.size());
-    CHERENKOV_ASSERT(conv_size == kept * config.conv_dim, "conv state size");
-
-    DeviceBuffer d_weights(weight_bytes);
-    d_weights.upload(weight_base, weight_bytes);
-    const void* device_base = d_weights.data();
-    DeviceGatedDeltaNetWeights dw;
-    dw.in_qkv = translate_linear(weights.in_qkv, weight_base, weight_bytes, device_base);
-    dw.in_z = translate_linear(weights.in_z, weight_base, weight_bytes, device_base);
-    dw.in_b = translate_linear(weights.in_b, weight_base, weight_bytes, device_base);
-    dw.in_a = translate_linear(weights.in_a, weight_base, weight_bytes, device_base);
-    dw.out = translate_linear(weights.out, weight_base, weight_bytes, device_base);
-    dw.conv = translate_floats(weights.conv, weight_base, weight_bytes, device_base);
-    dw.dt_bias = translate_floats(weights.dt_bias, weight_base, weight_bytes, device_base);
-    dw.a_log = translate_floats(weights.a_log, weight_base, weight_bytes, device_base);
-    dw.norm = translate_floats(weights.norm, weight_base, weight_bytes, device_base);
-
-    const auto floats = [](int64_t n) { return static_cast<size_t>(n) * sizeof(float); };
-    DeviceBuffer d_mix(floats(n_rows * hidden));
-    d_mix.upload(mix, floats(n_rows * hidden));
-    DeviceBuffer d_y(floats(n_rows * hidden));
-    d_y.fill(0xFF);  // NaN: an unwritten output fails
-    DeviceBuffer d_recurrent(floats(recurrent_size));
-    d_recurrent.upload(state.recurrent.data(), floats(recurrent_size));
-    DeviceBuffer d_conv(floats(conv_size));
-    if (conv_size > 0) d_conv.upload(state.conv.data(), floats(conv_size));
-    DeviceBuffer d_recurrent_snaps(recurrent_snapshots != nullptr ? floats(n_rows * recurrent_size)
-                                                                  : 0);
-    DeviceBuffer d_conv_snaps(conv_snapshots != nullptr ? floats(n_rows * conv_size) : 0);
-    if (d_recurrent_snaps.size() > 0) d_recurrent_snaps.fill(0xFF);
-    if (d_conv_snaps.size() > 0) d_conv_snaps.fill(0xFF);
-    // Pageable uploads may still be in flight on the legacy stream; the work stream below does
-    // not wait for it.
-    device_synchronize();
-
-    const OwnedStream stream;
-    DeviceGatedDeltaNetState device_state{d_conv.as<float>(), d_recurrent.as<float>()};
-    DeviceContext ctx;
-    ctx.config = &config;
-    ctx.stream = stream.get();
-    int64_t done = 0;
-    for (const int64_t rows : chunk_rows) {
-        ctx.gdn_recurrent_snapshots = recurrent_snapshots != nullptr
-                                          ? d_recurrent_snaps.as<float>() + done * recurrent_size
-                                          : nullptr;
-        ctx.gdn_conv_snapshots =
-            conv_snapshots != nullptr ? d_conv_snaps.as<float>() + done * conv_size : nullptr;
-        gated_deltanet_forward(dw, device_state, d_mix.as<float>() + done * hidden, rows,
-                               d_y.as<float>() + done * hidden, ctx);
-        done += rows;
-    }
-    CHERENKOV_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
-
-    d_y.download(y, floats(n_rows * hidden));
-    d_recurrent.download(state.recurrent.data(), floats(recurrent_size));
-    if (conv_size > 0) d_conv.download(state.conv.data(), floats(conv_size));
-    if (recurrent_snapshots != nullptr) {
-        d_recurrent_snaps.download(recurrent_snapshots, floats(n_rows * recurrent_size));
-    }
-    if (conv_snapshots != nullptr && conv_size > 0) {
-        d_conv_snaps.download(conv_snapshots, floats(n_rows * conv_size));
-    }
 }
 
 }  // namespace cherenkov::engine::cuda

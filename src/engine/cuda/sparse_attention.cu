@@ -19,10 +19,8 @@
 #include "base/error.h"
 #include "engine/cuda/cuda_check.cuh"
 #include "engine/cuda/dependent_launch.cuh"
-#include "engine/cuda/device_buffer.h"
 #include "engine/cuda/device_layers.cuh"
 #include "engine/cuda/device_math.cuh"
-#include "engine/cuda/sparse_attention_check.h"
 
 namespace cherenkov::engine::cuda {
 
@@ -694,147 +692,6 @@ void sparse_attention_forward(const DeviceSparseAttentionWeights& weights,
 void sparse_attention_advance(DeviceAttentionCache& cache, int64_t n_rows, int64_t compress_ratio) {
     cache.length += n_rows;
     if (compress_ratio > 0) cache.n_block_keys = cache.length / compress_ratio;
-}
-
-// ---- SparseAttentionCheck (sparse_attention_check.h): the device layer driven from the host ----
-
-struct SparseAttentionCheck::Impl {
-    const model_data::qwen4_exp::Config* config = nullptr;
-    DeviceBuffer weight_bytes;
-    DeviceSparseAttentionWeights weights;
-    DeviceBuffer keys, values, index_keys, block_keys, inv_freq;
-    DeviceAttentionCache cache;
-    cudaStream_t stream = nullptr;
-
-    ~Impl() {
-        if (stream != nullptr) cudaStreamDestroy(stream);
-    }
-};
-
-namespace {
-
-// The device address of a host norm vector inside [host_base, host_base + n_bytes).
-const float* translate_vector(const float* host, const void* host_base, uint64_t n_bytes,
-                              const void* device_base) {
-    if (host == nullptr) return nullptr;
-    const auto* base = static_cast<const std::byte*>(host_base);
-    const auto* at = reinterpret_cast<const std::byte*>(host);
-    if (at < base || at >= base + n_bytes) {
-        throw_internal("[sparse_attention] a norm weight lies outside the uploaded buffer");
-    }
-    return reinterpret_cast<const float*>(static_cast<const std::byte*>(device_base) + (at - base));
-}
-
-DeviceBuffer upload_floats(const std::vector<float>& host) {
-    DeviceBuffer buffer(std::max<size_t>(1, host.size()) * sizeof(float));
-    if (!host.empty()) buffer.upload(host.data(), host.size() * sizeof(float));
-    return buffer;
-}
-
-}  // namespace
-
-SparseAttentionCheck::SparseAttentionCheck(const model_data::qwen4_exp::Config& config,
-                                           const SparseAttentionWeights& weights,
-                                           const void* host_base, uint64_t n_bytes,
-                                           int64_t capacity)
-    : impl_(std::make_unique<Impl>()) {
-    Impl& m = *impl_;
-    m.config = &config;
-    m.weight_bytes = DeviceBuffer(n_bytes);
-    m.weight_bytes.upload(host_base, n_bytes);
-    const void* device_base = m.weight_bytes.data();
-    m.weights.q = translate_linear(weights.q, host_base, n_bytes, device_base);
-    m.weights.k = translate_linear(weights.k, host_base, n_bytes, device_base);
-    m.weights.v = translate_linear(weights.v, host_base, n_bytes, device_base);
-    m.weights.o = translate_linear(weights.o, host_base, n_bytes, device_base);
-    m.weights.q_norm = translate_vector(weights.q_norm, host_base, n_bytes, device_base);
-    m.weights.k_norm = translate_vector(weights.k_norm, host_base, n_bytes, device_base);
-    m.weights.has_indexer = weights.has_indexer;
-    if (weights.has_indexer) {
-        m.weights.index_qk = translate_linear(weights.index_qk, host_base, n_bytes, device_base);
-        m.weights.index_q_norm =
-            translate_vector(weights.index_q_norm, host_base, n_bytes, device_base);
-        m.weights.index_k_norm =
-            translate_vector(weights.index_k_norm, host_base, n_bytes, device_base);
-    }
-
-    const auto kv_floats =
-        static_cast<size_t>(capacity * config.num_key_value_heads * config.head_dim);
-    m.cache.capacity = capacity;
-    m.keys = DeviceBuffer(kv_floats * sizeof(float));
-    m.values = DeviceBuffer(kv_floats * sizeof(float));
-    m.cache.keys = m.keys.as<float>();
-    m.cache.values = m.values.as<float>();
-    if (weights.has_indexer) {
-        const auto& ix = *config.indexer;
-        m.index_keys = DeviceBuffer(static_cast<size_t>(capacity * ix.head_dim) * sizeof(float));
-        m.block_keys = DeviceBuffer(
-            static_cast<size_t>(std::max<int64_t>(1, capacity / ix.compress_ratio) * ix.head_dim) *
-            sizeof(float));
-        m.cache.index_keys = m.index_keys.as<float>();
-        m.cache.block_keys = m.block_keys.as<float>();
-    }
-
-    // engine::Rope's table, computed the same way (docs/qwen4_exp.md §1.5).
-    std::vector<float> inv_freq;
-    const auto base = static_cast<float>(config.rope.rope_theta);
-    for (int64_t i = 0; i < config.rotary_dim / 2; ++i) {
-        const float exponent = static_cast<float>(2 * i) / static_cast<float>(config.rotary_dim);
-        inv_freq.push_back(1.0F / std::pow(base, exponent));
-    }
-    m.inv_freq = upload_floats(inv_freq);
-    CHERENKOV_CUDA_CHECK(cudaStreamCreate(&m.stream));
-}
-
-SparseAttentionCheck::~SparseAttentionCheck() = default;
-
-std::vector<float> SparseAttentionCheck::forward(const float* mix, int64_t n_rows,
-                                                 int64_t first_position, ForwardTrace* trace) {
-    Impl& m = *impl_;
-    const auto width = static_cast<size_t>(n_rows * m.config->hidden_size);
-    DeviceBuffer d_mix(std::max<size_t>(1, width) * sizeof(float));
-    d_mix.upload(mix, width * sizeof(float));
-    DeviceBuffer d_y(std::max<size_t>(1, width) * sizeof(float));
-    DeviceContext ctx;
-    ctx.config = m.config;
-    ctx.stream = m.stream;
-    ctx.rope_inv_freq = m.inv_freq.as<float>();
-    ctx.trace = trace;
-    DeviceBuffer d_position(sizeof(int64_t));
-    d_position.upload(&first_position, sizeof(int64_t));
-    ctx.position = d_position.as<int64_t>();
-    sparse_attention_forward(m.weights, m.cache, d_mix.as<float>(), n_rows, first_position,
-                             d_y.as<float>(), ctx);
-    CHERENKOV_CUDA_CHECK(cudaStreamSynchronize(m.stream));
-    std::vector<float> y(width);
-    d_y.download(y.data(), width * sizeof(float));
-    return y;
-}
-
-void SparseAttentionCheck::truncate(int64_t n) {
-    const auto& ix = impl_->config->indexer;
-    impl_->cache.truncate(n, impl_->weights.has_indexer ? ix->compress_ratio : 0);
-}
-
-AttentionCache SparseAttentionCheck::download_cache() const {
-    const Impl& m = *impl_;
-    CHERENKOV_CUDA_CHECK(cudaStreamSynchronize(m.stream));
-    AttentionCache out;
-    out.length = m.cache.length;
-    out.n_block_keys = m.cache.n_block_keys;
-    out.kv_width = m.config->num_key_value_heads * m.config->head_dim;
-    out.keys.resize(static_cast<size_t>(out.length * out.kv_width));
-    out.values.resize(out.keys.size());
-    m.keys.download(out.keys.data(), out.keys.size() * sizeof(float));
-    m.values.download(out.values.data(), out.values.size() * sizeof(float));
-    if (m.weights.has_indexer) {
-        out.index_width = m.config->indexer->head_dim;
-        out.index_keys.resize(static_cast<size_t>(out.length * out.index_width));
-        out.block_keys.resize(static_cast<size_t>(out.n_block_keys * out.index_width));
-        m.index_keys.download(out.index_keys.data(), out.index_keys.size() * sizeof(float));
-        m.block_keys.download(out.block_keys.data(), out.block_keys.size() * sizeof(float));
-    }
-    return out;
 }
 
 }  // namespace cherenkov::engine::cuda
