@@ -1,14 +1,15 @@
-// GPU decode GEMV throughput: `gemv_cuda_bench [--quick] [--experts] [--active N]` times
-// engine/cuda/affine_gemv.h on the Flash shapes (dense [10240, 2560] and [2560, 6144], an expert
-// [640, 2560], the short [320, 10240], [4, 10240] and [48, 2560]) at Q4/Q3/Q2 (and Q8) group 64 for
-// 1, 2 and 4 input rows, and the routed-expert SwiGLU block (10 experts of hidden 2560 ×
-// intermediate 640 per layer, 48 layers, with its combine and, as "gemv", without; --experts: only
+// GPU decode GEMV throughput: `gemv_cuda_bench [--quick] [--experts] [--active N] [--tuning K=V]`
+// times engine/cuda/affine_gemv.h on the Flash shapes (dense [10240, 2560] and [2560, 6144], an
+// expert [640, 2560], the short [320, 10240], [4, 10240] and [48, 2560]) at Q4/Q3/Q2 (and Q8) group
+// 64 for 1, 2 and 4 input rows, and the routed-expert SwiGLU block (10 experts of hidden 2560 ×
+// intermediate 640 per layer, 48 layers, without the MoE layer's combine; --experts: only
 // that). Reports GB/s of weight bytes (codes + scales + biases) read, as a fraction of a read-only
 // kernel's bandwidth measured in the same run (the HBM read ceiling; the device-to-device
 // cudaMemcpy rate, bytes read + written, is printed beside it). Each timed launch reads a different
 // copy of the weights (≥ 1 GiB in rotation, far past the 60 MB L2), and launches are replayed from
 // a CUDA graph so launch gaps are those of the engine's graphs; median of the replays.
-// CHERENKOV_GEMV_MMA=0 times the FMA kernels instead of the tensor-core ones. --active N routes N
+// --tuning takes the engine's kernel switches (engine/tuning.h; repeatable): e.g. expert_layer=off
+// times the bulk expert kernels, gemv_bulk=off gemv_mma=off the FMA kernels. --active N routes N
 // experts per layer instead of 10 (how the launches' block counts fill the multiprocessors).
 #include <cuda_runtime.h>
 
@@ -19,8 +20,11 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "cuda_bench_support.cuh"
 #include "engine/cuda/affine_gemv.h"
+#include "engine/cuda/kernel_policy.h"
+#include "engine/tuning.h"
 
 namespace {
 
@@ -156,8 +160,7 @@ void bench_dense(int64_t rows, int64_t cols, int bits, const std::vector<int>& r
 
 // 48 layers × `active` experts per token, picked at random from `experts_per_layer` per layer.
 void bench_experts(int bits, int active, const std::vector<int>& row_counts, double ceiling,
-                   cudaStream_t stream, uint8_t* pool, size_t pool_bytes, const float* x,
-                   float* y) {
+                   cudaStream_t stream, uint8_t* pool, size_t pool_bytes, const float* x) {
     const int group = 64;
     const int64_t hidden = 2560, inter = 640;
     const int layers = 48;
@@ -198,46 +201,33 @@ void bench_experts(int bits, int active, const std::vector<int>& row_counts, dou
         }
     }
     ExpertAddress* d_table;
-    float *weights, *scratch;
+    float* scratch;
     const ExpertShape shape{hidden, inter, bits, group};
     CHECK(cudaMalloc(&d_table, table.size() * sizeof(ExpertAddress)));
     CHECK(cudaMemcpy(d_table, table.data(), table.size() * sizeof(ExpertAddress),
                      cudaMemcpyHostToDevice));
-    CHECK(cudaMalloc(&weights, active * 4 * sizeof(float)));
-    std::vector<float> w(active * 4, 0.1F);
-    CHECK(cudaMemcpy(weights, w.data(), w.size() * sizeof(float), cudaMemcpyHostToDevice));
-    CHECK(cudaMalloc(
-        &scratch,
-        cherenkov::engine::cuda::affine_experts_scratch_floats(shape, active, 4) * sizeof(float)));
+    // h [active, 4 rows, inter] and the parts [active, 4 rows, hidden].
+    CHECK(cudaMalloc(&scratch, static_cast<size_t>(active) * 4 * (inter + hidden) * sizeof(float)));
     const double token_bytes =
         static_cast<double>(layers) * active * (2 * weight_bytes(lg) + weight_bytes(ld));
-    // "experts": the whole block (affine_experts_swiglu, with the weighted combine into y);
-    // "gemv": its expert GEMV alone (affine_experts_swiglu_parts: gate/up, SwiGLU and down).
+    // The engine's expert GEMV (affine_experts_swiglu_parts: gate/up, SwiGLU and down); the
+    // weighted combine after it is the MoE layer's (moe.cu), not timed here.
     float* h = scratch;
-    float* parts = scratch + static_cast<size_t>(active) * 4 * inter;  // scratch holds 4 rows
-    for (const bool combined : {true, false}) {
-        for (const int n_rows : row_counts) {
-            cudaGraphExec_t exec = capture(stream, [&](cudaStream_t s) {
-                for (int layer = 0; layer < layers; ++layer) {
-                    if (combined) {
-                        cherenkov::engine::cuda::affine_experts_swiglu(
-                            shape, d_table + layer * active, weights, active, x, n_rows, scratch, y,
-                            true, s);
-                    } else {
-                        cherenkov::engine::cuda::affine_experts_swiglu_parts(
-                            shape, d_table + layer * active, active, x, n_rows, h, parts, s);
-                    }
-                }
-            });
-            const float ms = time_graph(exec, stream, 9);
-            CHECK(cudaGraphExecDestroy(exec));
-            const double us = ms * 1e3;
-            print_row(combined ? "experts" : "gemv", "48x" + std::to_string(active) + "x[640,2560]",
-                      bits, n_rows, us, token_bytes / (us * 1e-6) / 1e9, ceiling);
-        }
+    float* parts = scratch + static_cast<size_t>(active) * 4 * inter;
+    for (const int n_rows : row_counts) {
+        cudaGraphExec_t exec = capture(stream, [&](cudaStream_t s) {
+            for (int layer = 0; layer < layers; ++layer) {
+                cherenkov::engine::cuda::affine_experts_swiglu_parts(
+                    shape, d_table + layer * active, active, x, n_rows, h, parts, s);
+            }
+        });
+        const float ms = time_graph(exec, stream, 9);
+        CHECK(cudaGraphExecDestroy(exec));
+        const double us = ms * 1e3;
+        print_row("experts", "48x" + std::to_string(active) + "x[640,2560]", bits, n_rows, us,
+                  token_bytes / (us * 1e-6) / 1e9, ceiling);
     }
     CHECK(cudaFree(d_table));
-    CHECK(cudaFree(weights));
     CHECK(cudaFree(scratch));
 }
 
@@ -246,6 +236,7 @@ void bench_experts(int bits, int active, const std::vector<int>& row_counts, dou
 int main(int argc, char** argv) {
     bool quick = false, experts_only = false;
     int active = 10;
+    cherenkov::engine::Tuning tuning;
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "--quick") == 0) {
             quick = true;
@@ -254,12 +245,24 @@ int main(int argc, char** argv) {
         } else if (std::strcmp(argv[i], "--active") == 0 && i + 1 < argc &&
                    std::atoi(argv[i + 1]) >= 1 && std::atoi(argv[i + 1]) <= 64) {
             active = std::atoi(argv[++i]);
+        } else if (std::strcmp(argv[i], "--tuning") == 0 && i + 1 < argc) {
+            try {
+                cherenkov::engine::apply_tuning(tuning, argv[++i]);
+            } catch (const cherenkov::Error& e) {
+                std::fprintf(stderr, "gemv_cuda_bench: %s\n", e.what());
+                return 2;
+            }
         } else {
             std::fprintf(stderr,
-                         "usage: gemv_cuda_bench [--quick] [--experts] [--active N (1-64)]\n");
+                         "usage: gemv_cuda_bench [--quick] [--experts] [--active N (1-64)] "
+                         "[--tuning KEY=VALUE]...\n");
             return 2;
         }
     }
+    // The engine's kernel choices for device 0 under the switches given, as a model makes them.
+    const cherenkov::engine::cuda::KernelPolicy policy =
+        cherenkov::engine::cuda::kernel_policy_for(0, tuning);
+    const cherenkov::engine::cuda::KernelScope kernels(policy);
     cudaDeviceProp prop{};
     CHECK(cudaGetDeviceProperties(&prop, 0));
     cudaStream_t stream;
@@ -297,7 +300,7 @@ int main(int argc, char** argv) {
         }
     }
     for (const int bits : bit_widths)
-        bench_experts(bits, active, row_counts, read_ceiling, stream, pool, pool_bytes, x, y);
+        bench_experts(bits, active, row_counts, read_ceiling, stream, pool, pool_bytes, x);
     CHECK(cudaFree(pool));
     CHECK(cudaFree(x));
     CHECK(cudaFree(y));

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "base/error.h"
 #include "base/file.h"
 #include "cli/flag_range.h"
 #include "cli/progress_display.h"
@@ -64,6 +65,20 @@ void add_model_options(CLI::App* app, ModelOptions& options) {
                     "that chunk's scratch is kept outside the expert pool, and chunks shrink "
                     "when the device cannot hold it")
         ->check(in_range(1, engine::kMaxPrefillQuantum));
+    // Parsed as the flags are read: a bad setting is a usage error (exit 2) naming the key.
+    app->add_option_function<std::vector<std::string>>(
+           "--tuning",
+           [&options](const std::vector<std::string>& settings) {
+               try {
+                   options.tuning = engine::parse_tuning(settings);
+               } catch (const Error& e) {
+                   throw CLI::ValidationError(e.what());
+               }
+           },
+           "Developer A/B switch of a fast path, key=value (repeatable; keys: "
+           "docs/cuda-backend.md, \"Tuning\")")
+        ->allow_extra_args(false)
+        ->type_name("KEY=VALUE");
 }
 
 namespace {
@@ -98,6 +113,7 @@ OpenedModel load_model(const ModelOptions& options, const BeforeLoad& before_loa
     load.draft_head = options.drafts > 0;
     load.build_missing_store = options.build_missing_store;
     load.repack = options.repack;
+    load.tuning = options.tuning;
     engine::validate_load_options(load);
     OpenedModel opened;
     // Tables built at load report progress on stderr, like `prepare`.

@@ -9,6 +9,7 @@
 
 #include "engine/model/prefill_quantum.h"
 #include "engine/runtime/loaded_model.h"
+#include "engine/tuning.h"
 #include "model_data/qwen4_exp/config.h"
 #include "store/index/resolve_model.h"
 
@@ -38,6 +39,7 @@ struct ModelOptions {
     bool build_missing_store = true;  // --no-build-missing-store clears it
     bool repack = false;              // --repack: rebuild the selected low-bit table at load
     int drafts = 2;                   // set by the command: 0 omits the MTP draft head
+    engine::Tuning tuning;            // --tuning key=value (repeatable), parsed as read
 };
 
 // Adds the positional MODEL and the precision, pool, prefill, thread and index flags to `app`.

@@ -6,7 +6,7 @@
 // by one thread. Either way results are bitwise reproducible and do not depend on the number of
 // rows or the tile configuration chosen for a shape. Plain
 // C++ API: device pointers, and a cudaStream_t passed as void* (nullptr: the legacy default
-// stream). Built from affine_gemm.cu with CUDA, or from affine_gemm_unavailable.cpp without it,
+// stream). Built from affine_gemm.cu with CUDA, or from unavailable.cpp without it,
 // where every call throws "built without CUDA".
 #pragma once
 

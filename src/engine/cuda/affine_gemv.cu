@@ -396,35 +396,6 @@ __global__ void __launch_bounds__(kThreads) affine_gemv_kernel(const GemvParams 
     }
 }
 
-// y[t][d] = (accumulate ? y[t][d] : 0) + Σ_e weights[e][t]·part[e][t][d], e ascending, zero
-// weights skipped. part: [n_experts, n_rows, hidden]; y: [n_rows, hidden]. The loads of a batch
-// of experts are all issued before the first is used: one after another they were a chain of
-// dependent L2 round trips, ~5 µs per call on the H200 (ncu), more than the down launch's tail.
-__global__ void combine_experts_kernel(const float* part, const float* weights, int n_experts,
-                                       int n_rows, int hidden, float* y, bool accumulate) {
-    constexpr int kBatch = 16;
-    wait_for_previous_kernel();  // the down launch's parts
-    allow_next_kernel();
-    const int index = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-    if (index >= n_rows * hidden) return;
-    const int t = index / hidden;
-    float sum = accumulate ? y[index] : 0.0F;
-    for (int e0 = 0; e0 < n_experts; e0 += kBatch) {
-        float w[kBatch], v[kBatch];
-#pragma unroll
-        for (int i = 0; i < kBatch; ++i) {
-            const int e = e0 + i;
-            w[i] = e < n_experts ? weights[e * n_rows + t] : 0.0F;
-            v[i] = e < n_experts ? part[static_cast<size_t>(e) * n_rows * hidden + index] : 0.0F;
-        }
-#pragma unroll
-        for (int i = 0; i < kBatch; ++i) {
-            if (w[i] != 0.0F) sum = fmaf(w[i], v[i], sum);
-        }
-    }
-    y[index] = sum;
-}
-
 // Lanes per output row: the widest sub-warp that keeps at least 60% of its lane-pieces busy.
 // Wide sub-warps mean more warps and fewer pieces per lane, i.e. fewer memory round trips per
 // lane; decode is bound by latency and bytes in flight more than by idle lanes (measured on H200:
@@ -573,11 +544,6 @@ void affine_gemv(const DeviceAffineMatrix& w, const float* x, size_t x_stride, i
     launch<Mode::Dense>(w.bits, n_rows, grid, p, static_cast<cudaStream_t>(stream));
 }
 
-size_t affine_experts_scratch_floats(const ExpertShape& shape, int n_experts, int n_rows) {
-    return static_cast<size_t>(n_experts) * static_cast<size_t>(n_rows) *
-           static_cast<size_t>(shape.intermediate + shape.hidden);
-}
-
 namespace {
 
 // The gate/up launch (h[e][t] = silu(gate_e·x_t) ⊙ up_e·x_t) and the down launch
@@ -640,36 +606,6 @@ void queue_expert_parts(const ExpertShape& shape, const ExpertAddress* table, in
 }
 
 }  // namespace
-
-void affine_experts_swiglu(const ExpertShape& shape, const ExpertAddress* table,
-                           const float* weights, int n_experts, const float* x, int n_rows,
-                           float* scratch, float* y, bool accumulate, void* stream) {
-    check_shape("affine_experts_swiglu", shape.intermediate, shape.hidden, shape.bits,
-                shape.group_size);
-    check_shape("affine_experts_swiglu", shape.hidden, shape.intermediate, shape.bits,
-                shape.group_size);
-    check_rows("affine_experts_swiglu", n_rows);
-    if (n_experts < 0 || n_experts > 65535) {
-        throw_invalid("[affine_experts_swiglu] n_experts " + std::to_string(n_experts));
-    }
-    if (table == nullptr || weights == nullptr || x == nullptr || scratch == nullptr ||
-        y == nullptr) {
-        throw_invalid("[affine_experts_swiglu] null pointer");
-    }
-    if (!aligned(x, 16) || !aligned(scratch, 16)) {
-        throw_invalid("[affine_experts_swiglu] x and scratch must be 16-byte aligned");
-    }
-    const auto cs = static_cast<cudaStream_t>(stream);
-    const auto hidden = static_cast<size_t>(shape.hidden);
-    const auto inter = static_cast<size_t>(shape.intermediate);
-    float* h = scratch;                                                       // [E, R, I]
-    float* part = scratch + static_cast<size_t>(n_experts) * n_rows * inter;  // [E, R, H]
-    if (n_experts > 0) queue_expert_parts(shape, table, n_experts, x, n_rows, h, part, cs);
-    const int outputs = n_rows * static_cast<int>(hidden);
-    // Launched early behind the down launch; waits for its parts in the kernel.
-    launch_dependent(combine_experts_kernel, dim3((outputs + 255) / 256), dim3(256), 0, cs, part,
-                     weights, n_experts, n_rows, static_cast<int>(hidden), y, accumulate);
-}
 
 void affine_experts_swiglu_parts(const ExpertShape& shape, const ExpertAddress* table,
                                  int n_experts, const float* x, int n_rows, float* h_scratch,

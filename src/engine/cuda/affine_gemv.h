@@ -5,7 +5,7 @@
 // Every output element is summed in an order fixed by the shapes alone, so the same inputs give
 // the same bits on every run. Plain C++ API: device pointers, and a cudaStream_t passed as void*
 // (nullptr: the legacy default stream). Built from affine_gemv.cu with CUDA, or from
-// affine_gemv_unavailable.cpp without it, where every call throws "built without CUDA".
+// unavailable.cpp without it, where every call throws "built without CUDA".
 #pragma once
 
 #include <cstddef>
@@ -57,23 +57,8 @@ struct ExpertShape {
     int group_size = 64;
 };
 
-// Floats of scratch affine_experts_swiglu needs: h [n_experts, n_rows, intermediate] and the
-// per-expert outputs [n_experts, n_rows, hidden].
-size_t affine_experts_scratch_floats(const ExpertShape& shape, int n_experts, int n_rows);
-
-// The routed experts of one MoE layer for n_rows (1..4) rows, in three launches:
-//   h[e][t]    = silu(gate_e·x_t) ⊙ (up_e·x_t)
-//   part[e][t] = down_e·h[e][t]
-//   y[t]       = (accumulate ? y[t] : 0) + Σ_e weights[e·n_rows + t]·part[e][t]
-// where the sum runs over e = 0, 1, … n_experts−1 in that order and skips zero weights (a row
-// that did not pick expert e). table: device ExpertAddress [n_experts]; weights: device float
-// [n_experts, n_rows]; x: device float [n_rows, hidden]; y: device float [n_rows, hidden];
-// scratch: device float [affine_experts_scratch_floats(...)], 16-byte aligned.
-void affine_experts_swiglu(const ExpertShape& shape, const ExpertAddress* table,
-                           const float* weights, int n_experts, const float* x, int n_rows,
-                           float* scratch, float* y, bool accumulate, void* stream);
-
-// The per-expert outputs of affine_experts_swiglu without the weighted sum, in two launches:
+// The routed experts of one MoE layer for n_rows (1..4) rows, their per-expert outputs (the
+// layer's weighted combine is moe.cu's):
 //   h[e][t]     = silu(gate_e·x_t) ⊙ (up_e·x_t)
 //   parts[e][t] = down_e·h[e][t]        for every e < n_experts and t < n_rows (1..4).
 // table: device ExpertAddress [n_experts]; x: device float [n_rows, hidden], 16-byte aligned;

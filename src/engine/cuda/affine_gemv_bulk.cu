@@ -36,9 +36,7 @@
 #include "engine/cuda/cp_async.cuh"
 #include "engine/cuda/cuda_check.cuh"
 #include "engine/cuda/dependent_launch.cuh"
-#include "engine/cuda/device_attribute.cuh"
 #include "engine/cuda/device_math.cuh"
-#include "engine/cuda/switched_off.h"
 
 namespace cherenkov::engine::cuda {
 namespace {
@@ -344,16 +342,6 @@ __global__ void __launch_bounds__(kThreads, 2) bulk_gemv_kernel(const Params p) 
     store_tile_set<R, M == Mode::GateUp>(total, y, p.y_stride, row0 + set * kSetRows, p.rows, lane);
 }
 
-bool bulk_disabled() {
-    static const bool disabled = switched_off("CHERENKOV_GEMV_BULK");
-    return disabled;
-}
-
-bool slices_disabled() {
-    static const bool disabled = switched_off("CHERENKOV_GEMV_SLICES");
-    return disabled;
-}
-
 // A block's shared-memory plan for one matrix shape; total 0 when the shape is not taken.
 struct Plan {
     Params p{};
@@ -363,17 +351,12 @@ struct Plan {
 // One block per SM: the most one block may have (227 KB on the H100/H200), less room for the
 // kernel's static shared memory.
 size_t max_shared_alone() {
-    static const size_t bytes = [] {
-        const auto optin =
-            static_cast<size_t>(current_device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin));
-        return optin > kMaxSharedBytes + 256 ? optin - 256 : kMaxSharedBytes;
-    }();
-    return bytes;
+    const size_t optin = kernel_policy().max_shared_per_block;
+    return optin > kMaxSharedBytes + 256 ? optin - 256 : kMaxSharedBytes;
 }
 
 int multiprocessors() {
-    static const int count = current_device_attribute(cudaDevAttrMultiProcessorCount);
-    return count;
+    return kernel_policy().multiprocessors;
 }
 
 // The block layout of a matrix shape at a given k_split; total 0 when it does not fit
@@ -428,7 +411,8 @@ int blocks_of(const Plan& plan) {
 }
 
 Plan plan_for(Mode mode, int bits, int group_size, int64_t rows, int64_t cols, int n_rows) {
-    if (bulk_disabled() || n_rows < 1 || n_rows > kMaxGemvRows || device_compute_major() < 9) {
+    const KernelPolicy& policy = kernel_policy();
+    if (!policy.gemv_bulk || n_rows < 1 || n_rows > kMaxGemvRows || policy.compute_major < 9) {
         return Plan{};
     }
     if (!mma_code_shape(bits, group_size) || cols % group_size != 0 || cols > (int64_t{1} << 20) ||
@@ -457,7 +441,7 @@ Plan plan_for(Mode mode, int bits, int group_size, int64_t rows, int64_t cols, i
         if (blocks_of(plan) >= multiprocessors()) break;
     }
     if (best.total != 0 && blocks_of(best) >= multiprocessors()) return best;
-    if (slices_disabled()) return best;
+    if (!policy.gemv_slices) return best;
     // Too few row sets to fill the GPU ([320, 10240] took 10 blocks and 14 µs): cut the columns
     // over the blocks of a cluster too. The fewest slices that fill it, else the most blocks.
     for (const int k_slices : {2, 4, 8}) {

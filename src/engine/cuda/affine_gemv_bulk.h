@@ -9,7 +9,7 @@
 // change) start their weight copies while the previous kernel finishes and wait for it only
 // before reading x. Needs sm_90 (griddepcontrol); the caller falls back to the tensor-core
 // kernels elsewhere, when a block's rows do not fit the shared-memory budget, or with
-// CHERENKOV_GEMV_BULK=0.
+// --tuning gemv_bulk=off.
 #pragma once
 
 #include <cstddef>
@@ -26,7 +26,7 @@ bool bulk_gemv_takes(int bits, int group_size, int64_t rows, int64_t cols, int n
 // The column slices a dense matrix's rows are cut into, one per block of a thread block cluster
 // (1: no cluster; 0: the bulk kernels do not take the shape). Matrices with too few rows to give
 // every multiprocessor a block ([320, 10240], [4, 10240]) are cut; the cluster adds its slices'
-// sums in rank order, so results stay reproducible. CHERENKOV_GEMV_SLICES=0 turns it off.
+// sums in rank order, so results stay reproducible. --tuning gemv_slices=off turns it off.
 int bulk_gemv_column_slices(int bits, int group_size, int64_t rows, int64_t cols, int n_rows);
 
 // Both expert launches (gate/up with SwiGLU, then down) of `shape` at n_rows.

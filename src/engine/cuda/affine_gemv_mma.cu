@@ -37,9 +37,7 @@
 #include "engine/cuda/affine_mma.cuh"
 #include "engine/cuda/cuda_check.cuh"
 #include "engine/cuda/dependent_launch.cuh"
-#include "engine/cuda/device_attribute.cuh"
 #include "engine/cuda/device_math.cuh"
-#include "engine/cuda/switched_off.h"
 
 namespace cherenkov::engine::cuda {
 namespace {
@@ -191,11 +189,6 @@ __global__ void __launch_bounds__(kThreads, 4) mma_gemv_kernel(const Params p) {
 #endif
 }
 
-bool mma_disabled() {
-    static const bool disabled = switched_off("CHERENKOV_GEMV_MMA");
-    return disabled;
-}
-
 int groups_per_part(int n_groups, int k_split) {
     return (n_groups + k_split - 1) / k_split;
 }
@@ -260,13 +253,13 @@ int mma_k_split(int n_groups) {
 }
 
 bool mma_gemv_takes(int bits, int group_size, int64_t cols, int n_rows) {
-    if (mma_disabled() || n_rows < 1 || n_rows > kMaxGemvRows) return false;
+    if (!kernel_policy().gemv_mma || n_rows < 1 || n_rows > kMaxGemvRows) return false;
     if (!mma_code_shape(bits, group_size)) return false;
     if (cols % group_size != 0 || cols > (int64_t{1} << 30)) return false;
     if (shared_bytes(group_size, static_cast<int>(cols / group_size), n_rows) > kMaxSharedBytes) {
         return false;
     }
-    return device_compute_major() >= 8;  // bf16 mma.sync
+    return kernel_policy().compute_major >= 8;  // bf16 mma.sync
 }
 
 void mma_gemv_dense(const DeviceAffineMatrix& w, const float* x, size_t x_stride, int n_rows,

@@ -5,7 +5,7 @@
 // mma.sync multiplies them with float32 accumulation; scale and bias are applied per group in
 // float32 (scale·Σqx + bias·Σx). Covers 2-bit and 4-bit codes with groups 64/128 and 8-bit codes
 // with group 64; the caller falls back to the FMA kernels elsewhere (3-bit, group 32, x
-// too wide for shared memory, or CHERENKOV_GEMV_MMA=0).
+// too wide for shared memory, or --tuning gemv_mma=off).
 #pragma once
 
 #include <cstddef>

@@ -24,6 +24,7 @@
 #include "engine/cuda/device_layers.cuh"
 #include "engine/cuda/device_math.cuh"
 #include "engine/cuda/device_weights.h"
+#include "engine/cuda/kernel_policy.h"
 #include "engine/cuda/token_select.h"
 #include "engine/experts/expert_source.h"
 #include "engine/experts/pool_budget.h"
@@ -528,8 +529,10 @@ private:
     DeviceArena layer_arena_;  // one layer's temporaries, reset per layer
     bool graphs_enabled_ = true;
     bool step_graphs_enabled_ = true;
-    bool device_routing_ = true;  // CHERENKOV_DEVICE_ROUTING=0: every layer routed by the host
-    std::unique_ptr<SideStreams> side_;  // null with CHERENKOV_CUDA_STREAMS=0
+    bool device_routing_ = true;  // device_routing=off: every layer routed by the host
+    std::unique_ptr<SideStreams> side_;  // null with side_streams=off
+    // The device's facts and the kernel switches, installed around every call (KernelScope).
+    KernelPolicy kernels_;
     std::map<SegmentKey, cudaGraphExec_t> graphs_;
     std::map<SegmentKey, int> seen_;
     uint64_t graph_captures_ = 0;
@@ -580,11 +583,13 @@ CudaModel::CudaModel(const ModelWeights& weights, ExpertSource& experts,
                         " free bytes with 1 GiB of working room");
     }
     device_ = upload_model_weights(weights);
-    graphs_enabled_ = !switched_off("CHERENKOV_CUDA_GRAPHS");
-    // CHERENKOV_CUDA_STEP_GRAPHS=0 keeps the per-layer graphs only, for A/B runs.
-    step_graphs_enabled_ = graphs_enabled_ && !switched_off("CHERENKOV_CUDA_STEP_GRAPHS");
-    device_routing_ = !switched_off("CHERENKOV_DEVICE_ROUTING");
-    if (!switched_off("CHERENKOV_CUDA_STREAMS")) side_ = std::make_unique<SideStreams>();
+    const Tuning& tuning = options.tuning;
+    kernels_ = kernel_policy_for(options.device, tuning);
+    graphs_enabled_ = tuning.cuda_graphs;
+    // step_graphs=off keeps the per-layer graphs only, for A/B runs.
+    step_graphs_enabled_ = graphs_enabled_ && tuning.step_graphs;
+    device_routing_ = tuning.device_routing;
+    if (tuning.side_streams) side_ = std::make_unique<SideStreams>();
 
     // RoPE frequencies exactly as engine::Rope computes them.
     std::vector<float> inv_freq;
@@ -947,6 +952,7 @@ ForwardResult CudaModel::forward(SequenceState& state, std::span<const int32_t> 
     ForwardResult result;
     {
         const ArenaScope arena(&call_arena_);
+        const KernelScope kernels(kernels_);
         const LaunchOverlapScope overlap(static_cast<int64_t>(tokens.size()) <= kMaxGemvRows);
         result = forward_in_arena(state, tokens, options);
     }
@@ -1199,6 +1205,7 @@ MtpResult CudaModel::mtp_rows(SequenceState& state, const float* residuals,
     MtpResult result;
     {
         const ArenaScope arena(&call_arena_);
+        const KernelScope kernels(kernels_);
         const LaunchOverlapScope overlap(static_cast<int64_t>(tokens.size()) <= kMaxGemvRows);
         result = mtp_rows_in_arena(state, residuals, tokens, first_position, step, all_logits,
                                    trace, select);

@@ -1,7 +1,7 @@
 // The qwen4_exp forward pass on an NVIDIA GPU (issue 9): a ModelBackend like the CPU Model, with
 // dense weights resident in device memory, per-sequence caches in device memory (hung on
 // SequenceState::backend), and routed experts copied from the host ExpertSource into a bounded
-// device expert pool. Built from cuda_model.cu with CUDA, or cuda_model_unavailable.cpp without,
+// device expert pool. Built from cuda_model.cu with CUDA, or unavailable.cpp without,
 // where make_cuda_model throws Unsupported "built without CUDA".
 #pragma once
 
@@ -12,6 +12,7 @@
 #include "engine/model/model_backend.h"
 #include "engine/model/model_weights.h"
 #include "engine/model/prefill_quantum.h"
+#include "engine/tuning.h"
 
 namespace cherenkov::engine {
 class ExpertSource;
@@ -28,6 +29,7 @@ struct CudaModelOptions {
     // --prefill-quantum: rows per prefill call the scratch reservation covers (fewer when an
     // adaptive pool leaves less; max_rows_per_call() says how many).
     int64_t prefill_quantum = kDefaultPrefillQuantum;
+    Tuning tuning;  // --tuning: the fast paths' A/B switches (engine/tuning.h)
 };
 
 // Uploads `weights` and sizes the device expert pool (adaptive: free device memory after the

@@ -8,13 +8,10 @@
 
 #include <cuda_runtime.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <utility>
 
 #include "engine/cuda/cuda_check.cuh"
-#include "engine/cuda/device_attribute.cuh"
-#include "engine/cuda/switched_off.h"
+#include "engine/cuda/kernel_policy.h"
 
 namespace cherenkov::engine::cuda {
 
@@ -28,13 +25,6 @@ __device__ __forceinline__ void allow_next_kernel() {
 #if __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
-}
-
-// Whether launches overlap: the device takes the programmatic-serialization attribute (sm_90)
-// and CHERENKOV_PDL=0 does not turn it off (A/B runs; the waits then return at once).
-inline bool dependent_launch_supported() {
-    static const bool ok = !switched_off("CHERENKOV_PDL") && device_compute_major() >= 9;
-    return ok;
 }
 
 // Launch overlap for the calls of one thread, set per forward call: on for decode-sized calls
@@ -71,7 +61,9 @@ void launch_dependent_in_clusters(void (*kernel)(KernelArgs...), dim3 grid, dim3
     config.stream = stream;
     cudaLaunchAttribute attributes[2]{};
     unsigned n = 0;
-    if (dependent_launch_supported() && LaunchOverlapScope::on()) {
+    // The device takes the programmatic-serialization attribute (sm_90) and the tuning leaves
+    // it on (launch_overlap=off: the waits then return at once).
+    if (kernel_policy().launch_overlap && LaunchOverlapScope::on()) {
         attributes[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
         attributes[n].val.programmaticStreamSerializationAllowed = 1;
         ++n;

@@ -1,6 +1,6 @@
 // Device memory for callers that must not see CUDA types (tests, the engine's plain C++ code):
 // a move-only owner of one cudaMalloc allocation with synchronous copies. Built from
-// device_buffer.cu with CUDA, or from device_buffer_unavailable.cpp without it, where every
+// device_buffer.cu with CUDA, or from unavailable.cpp without it, where every
 // allocation throws Unsupported "built without CUDA".
 #pragma once
 

@@ -29,10 +29,8 @@
 #include "engine/cuda/affine_mma.cuh"
 #include "engine/cuda/cuda_check.cuh"
 #include "engine/cuda/dependent_launch.cuh"
-#include "engine/cuda/device_attribute.cuh"
 #include "engine/cuda/device_math.cuh"
 #include "engine/cuda/expert_gemm.h"
-#include "engine/cuda/switched_off.h"
 
 namespace cherenkov::engine::cuda {
 namespace {
@@ -379,7 +377,7 @@ void check(const ExpertGemmTiles& tiles, const float* x, const float* y, const c
 bool expert_gemm_takes(const ExpertShape& shape) {
     return mma_code_shape(shape.bits, shape.group_size) && shape.hidden % shape.group_size == 0 &&
            shape.intermediate % shape.group_size == 0 &&
-           device_compute_major() >= 8;  // bf16 mma.sync
+           kernel_policy().compute_major >= 8;  // bf16 mma.sync
 }
 
 void expert_gemm_gate_up(const ExpertGemmTiles& tiles, const float* mix, int top, float* h,
@@ -421,12 +419,12 @@ void expert_gemm_down(const ExpertGemmTiles& tiles, const float* h, float* parts
 }
 
 bool affine_gemm_tensor_cores_take(const DeviceAffineMatrix& w, const float* x, size_t x_stride) {
-    static const bool disabled = switched_off("CHERENKOV_GEMM_MMA");
+    const KernelPolicy& policy = kernel_policy();
     // Σx and the B fragments read x rows as float4 and float2; the grid has ≤ 65535 row blocks.
-    return !disabled && mma_code_shape(w.bits, w.group_size) && w.cols % w.group_size == 0 &&
+    return policy.gemm_mma && mma_code_shape(w.bits, w.group_size) && w.cols % w.group_size == 0 &&
            w.cols <= (int64_t{1} << 21) && w.rows >= 1 &&
            w.rows <= int64_t{65535} * kWarps * kTiles * kTileRows && aligned(x, 16) &&
-           x_stride % 4 == 0 && x_stride <= (size_t{1} << 30) && device_compute_major() >= 8;
+           x_stride % 4 == 0 && x_stride <= (size_t{1} << 30) && policy.compute_major >= 8;
 }
 
 void affine_gemm_tensor_cores(const DeviceAffineMatrix& w, const float* x, size_t x_stride,

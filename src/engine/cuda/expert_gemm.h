@@ -7,7 +7,7 @@
 // bf16 hi + lo on the tensor cores, scale·Σqx + bias·Σx per group in float32, and every output
 // summed in an order fixed by the shapes (bitwise reproducible, independent of which other
 // experts or tokens share the launch). Plain C++ API: device pointers, and a cudaStream_t passed
-// as void*. Built from expert_gemm.cu with CUDA, or from expert_gemm_unavailable.cpp without it,
+// as void*. Built from expert_gemm.cu with CUDA, or from unavailable.cpp without it,
 // where the launches throw "built without CUDA".
 #pragma once
 
@@ -60,7 +60,7 @@ void expert_gemm_down(const ExpertGemmTiles& tiles, const float* h, float* parts
 // the shape (bitwise reproducible, independent of n_rows and of which tokens share a tile).
 // affine_gemm() takes it when affine_gemm_tensor_cores_take() says so: a shape the tensor-core
 // kernels decode, x 16-byte aligned with x_stride a multiple of 4, sm_80 or newer, and
-// CHERENKOV_GEMM_MMA not 0 (which keeps the SIMT kernel, for A/B runs).
+// --tuning gemm_mma not off (which keeps the SIMT kernel, for A/B runs).
 bool affine_gemm_tensor_cores_take(const DeviceAffineMatrix& w, const float* x, size_t x_stride);
 void affine_gemm_tensor_cores(const DeviceAffineMatrix& w, const float* x, size_t x_stride,
                               int64_t n_rows, float* y, size_t y_stride, void* stream);

@@ -10,31 +10,22 @@
 #include "base/error.h"
 #include "engine/cuda/cuda_check.cuh"
 #include "engine/cuda/dependent_launch.cuh"
-#include "engine/cuda/device_attribute.cuh"
 #include "engine/cuda/expert_layer.h"
 #include "engine/cuda/expert_layer_imma.cuh"
-#include "engine/cuda/switched_off.h"
 
 namespace cherenkov::engine::cuda {
 
 namespace {
 
-// Entries a launch's table may have (affine_experts_swiglu's bound).
+// Entries a launch's table may have (affine_experts_swiglu_parts's bound).
 constexpr int kMaxTable = 65535;
 
-bool switched_off_here() {
-    static const bool off = switched_off("CHERENKOV_EXPERT_LAYER");
-    return off;
-}
-
 int max_dynamic_smem() {
-    static const int bytes = current_device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin);
-    return bytes;
+    return static_cast<int>(kernel_policy().max_shared_per_block);
 }
 
 int multiprocessors() {
-    static const int n = current_device_attribute(cudaDevAttrMultiProcessorCount);
-    return n;
+    return kernel_policy().multiprocessors;
 }
 
 expert_layer::Shape layer_shape(const ExpertShape& shape) {
@@ -114,8 +105,9 @@ void launch_rows(const expert_layer::Params& p, size_t smem, cudaStream_t stream
 }  // namespace
 
 bool layer_experts_take(const ExpertShape& shape, int n_rows) {
-    return !switched_off_here() && n_rows >= 1 && n_rows <= kMaxGemvRows &&
-           device_compute_major() == 9 &&
+    const KernelPolicy& policy = kernel_policy();
+    return policy.expert_layer && n_rows >= 1 && n_rows <= kMaxGemvRows &&
+           policy.compute_major == 9 &&
            expert_layer::takes(shape.bits, shape.group_size, shape.hidden, shape.intermediate) &&
            slots_for(shape, n_rows) >= expert_layer::kTeams;
 }

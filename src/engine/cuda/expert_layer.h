@@ -4,7 +4,7 @@
 // engine at the launch's start (expert_layer_imma.cuh says how and why). Its bits differ from the
 // bf16 tensor-core kernels', so the choice depends only on the shape and the device: every call of
 // a shape at 1-4 rows takes this path or none does, and a row's result never depends on the other
-// rows of the call. CHERENKOV_EXPERT_LAYER=0 turns it off (A/B runs).
+// rows of the call. --tuning expert_layer=off turns it off (A/B runs).
 //
 // Two of these launches must never run at once on a device: a down item waits for gate/up items
 // of other blocks, and with the multiprocessors shared between two launches' resident blocks

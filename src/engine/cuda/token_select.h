@@ -2,7 +2,7 @@
 // (greedy argmax; temperature, top-k, top-p and the draw with a host-drawn u) over device logits,
 // so a decode step copies back token ids instead of [rows, V] logits. Plain C++ API: device
 // pointers and a cudaStream_t passed as void* (nullptr: the legacy default stream). Built from
-// token_select.cu with CUDA, or from token_select_unavailable.cpp without it, where the call
+// token_select.cu with CUDA, or from unavailable.cpp without it, where the call
 // throws "built without CUDA".
 #pragma once
 

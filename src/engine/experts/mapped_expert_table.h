@@ -3,7 +3,7 @@
 // CUDA, `--pool-gb mapped` on the CPU). Why: when the table fits in RAM, reading a record into a
 // slot is pure overhead, and on the GPU path it is worse than that. A record a CPU thread has just
 // written (a pread from the page cache leaves its lines dirty in the CPU caches) copies to the
-// device at 28-31 GB/s, where clean memory copies at 50-52 GB/s (bench/host_copy_probe, H200
+// device at 28-31 GB/s, where clean memory copies at 50-52 GB/s (dev/cuda/02_host_copy_probe, H200
 // machine): the DMA has to snoop the dirty lines. A mapping registered with the device is copied
 // from directly, with no read and no staging copy. Needs RAM for the whole table: the first touch
 // of a page reads it from disk, and registering the mapping faults in (and locks) all of it.

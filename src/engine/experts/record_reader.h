@@ -26,9 +26,9 @@ enum class DirectIo {
 // How a buffered read fills the destination. Cached: pread straight into it, which leaves its
 // lines dirty in the CPU caches; a DMA engine reading them then snoops every line (host to device
 // copies of a freshly read 2.76 MB record ran at 28-31 GB/s against 52 from clean memory, H200
-// machine, bench/host_copy_probe). NonTemporal: pread into a small per-thread buffer that stays
-// in cache, then copy with non-temporal stores, so the destination is clean in memory (58-60 µs
-// per record in the same probe). Not for records the CPU reads next: those would come from DRAM.
+// machine, dev/cuda/02_host_copy_probe). NonTemporal: pread into a small per-thread buffer that
+// stays in cache, then copy with non-temporal stores, so the destination is clean in memory (58-60
+// µs per record in the same probe). Not for records the CPU reads next: those would come from DRAM.
 enum class BufferedFill {
     Cached,
     NonTemporal,

@@ -14,7 +14,6 @@
 #include "base/log.h"
 #include "engine/cuda/cuda_model.h"
 #include "engine/cuda/device_info.h"
-#include "engine/cuda/switched_off.h"
 #include "engine/experts/direct_expert_reader.h"
 #include "engine/experts/expert_cache.h"
 #include "engine/experts/expert_source_factory.h"
@@ -185,9 +184,9 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
         options.io_threads > 0
             ? options.io_threads
             : std::clamp(static_cast<int>(std::thread::hardware_concurrency() / 2), 4, 8);
-    // CHERENKOV_IO_PIECE_KIB=N sets the read piece size (0: whole records), for A/B runs.
-    if (const char* piece_kib = std::getenv("CHERENKOV_IO_PIECE_KIB"); piece_kib != nullptr) {
-        base.cache.io_piece_bytes = std::strtoull(piece_kib, nullptr, 10) << 10;
+    // --tuning io_piece_kib=N sets the read piece size (0: whole records), for A/B runs.
+    if (options.tuning.io_piece_kib >= 0) {
+        base.cache.io_piece_bytes = static_cast<uint64_t>(options.tuning.io_piece_kib) << 10;
     }
     if (options.buffered_io) base.cache.direct_io = DirectIo::Off;
     base.max_rows = std::max<int64_t>(options.max_rows, 1);
@@ -222,9 +221,8 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
         // chunk's activations are on the device, so the host keeps no scratch for them.
         const std::string host = options.host_pool.empty() ? "staging" : options.host_pool;
         // The device copies records out of the host pool by DMA: buffered reads leave them out
-        // of the CPU caches (record_reader.h; CHERENKOV_NT_FILL=0 for A/B runs).
-        if (!cuda::switched_off("CHERENKOV_NT_FILL"))
-            base.cache.open_reader = open_file_record_reader_for_dma;
+        // of the CPU caches (record_reader.h; --tuning nt_fill=off for A/B runs).
+        if (options.tuning.nt_fill) base.cache.open_reader = open_file_record_reader_for_dma;
         if (host == "staging") {
             const uint64_t step = static_cast<uint64_t>(base.max_rows * base.top_k);
             const uint64_t slot = base.cache.tables.at(options.expert_bits).layout.record_bytes;
@@ -238,6 +236,7 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
         cuda::CudaModelOptions device;
         device.pool = options.pool;
         device.max_rows = base.max_rows;
+        device.tuning = options.tuning;
         device.max_ctx = options.max_ctx;
         device.max_bits = std::max(options.expert_bits, options.miss_bits);
         device.prefill_quantum = options.prefill_quantum;

@@ -15,6 +15,7 @@
 #include "engine/model/model_weights.h"
 #include "engine/model/prefill_quantum.h"
 #include "engine/runtime/engine_stats.h"
+#include "engine/tuning.h"
 #include "store/index/index_options.h"
 #include "store/index/resolve_model.h"
 
@@ -63,6 +64,8 @@ struct LoadOptions {
     // Where the index is, progress events and packing threads for tables built at load; also
     // --root for the commands messages suggest.
     store::IndexOptions index;
+    // --tuning: A/B switches of the fast paths (engine/tuning.h); the defaults are the product.
+    Tuning tuning;
 };
 
 // Checks every option that needs no store: precisions (mixed mode reads misses at lower

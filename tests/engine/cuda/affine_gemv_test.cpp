@@ -207,6 +207,37 @@ void cpu_experts(const TestExperts& ex, const std::vector<float>& weights, int n
     }
 }
 
+// The per-expert outputs the engine's MoE layer gets (affine_experts_swiglu_parts) for the first
+// n_rows rows of d_x: [n_experts, n_rows, hidden].
+std::vector<float> expert_parts(const TestExperts& ex, int n_experts, const float* d_x,
+                                int n_rows) {
+    const auto hidden = static_cast<size_t>(ex.shape.hidden);
+    const auto inter = static_cast<size_t>(ex.shape.intermediate);
+    const size_t rows = static_cast<size_t>(n_experts) * static_cast<size_t>(n_rows);
+    DeviceBuffer d_h(rows * inter * 4), d_parts(rows * hidden * 4);
+    d_h.fill(0xFF);
+    d_parts.fill(0xFF);
+    affine_experts_swiglu_parts(ex.shape, ex.d_table.as<ExpertAddress>(), n_experts, d_x, n_rows,
+                                d_h.as<float>(), d_parts.as<float>(), nullptr);
+    std::vector<float> parts(rows * hidden);
+    d_parts.download(parts.data(), parts.size() * 4);
+    return parts;
+}
+
+// y[t] += Σ_e w[e][t]·parts[e][t] in increasing e, skipping zero weights: the MoE layer's combine
+// (moe.cu's kernel is tested with the layer), here on the host.
+void add_weighted_parts(const std::vector<float>& parts, const std::vector<float>& weights,
+                        int n_experts, int n_rows, size_t hidden, std::vector<float>* y) {
+    for (int e = 0; e < n_experts; ++e) {
+        for (int t = 0; t < n_rows; ++t) {
+            const float w = weights[static_cast<size_t>(e) * n_rows + t];
+            if (w == 0.0F) continue;
+            const float* part = &parts[(static_cast<size_t>(e) * n_rows + t) * hidden];
+            for (size_t d = 0; d < hidden; ++d) (*y)[t * hidden + d] += w * part[d];
+        }
+    }
+}
+
 TEST_F(CudaAffineGemv, ExpertSwigluMatchesCpuComposition) {
     const int n_experts = 5;
     for (const int bits : kBits) {
@@ -222,18 +253,11 @@ TEST_F(CudaAffineGemv, ExpertSwigluMatchesCpuComposition) {
                 std::vector<double> scale(expected.size(), 0.0);
                 cpu_experts(ex, weights, n_experts, x, n_rows, &expected, &scale, &pool_);
 
-                DeviceBuffer d_x(x.size() * 4), d_w(weights.size() * 4), d_y(y0.size() * 4);
-                DeviceBuffer d_scratch(affine_experts_scratch_floats(ex.shape, n_experts, n_rows) *
-                                       4);
+                DeviceBuffer d_x(x.size() * 4);
                 d_x.upload(x.data(), x.size() * 4);
-                d_w.upload(weights.data(), weights.size() * 4);
-                d_y.upload(y0.data(), y0.size() * 4);
-                d_scratch.fill(0xFF);
-                affine_experts_swiglu(ex.shape, ex.d_table.as<ExpertAddress>(), d_w.as<float>(),
-                                      n_experts, d_x.as<float>(), n_rows, d_scratch.as<float>(),
-                                      d_y.as<float>(), true, nullptr);
-                std::vector<float> got(y0.size());
-                d_y.download(got.data(), got.size() * 4);
+                std::vector<float> got = y0;
+                add_weighted_parts(expert_parts(ex, n_experts, d_x.as<float>(), n_rows), weights,
+                                   n_experts, n_rows, hidden, &got);
                 double worst = 0.0;
                 for (size_t i = 0; i < got.size(); ++i) {
                     const double diff = std::fabs(static_cast<double>(got[i]) - expected[i]);
@@ -337,21 +361,12 @@ TEST_F(CudaAffineGemv, ResultsAreBitwiseReproducible) {
     for (const int bits : kBits) {
         EXPECT_TRUE(dense_runs_repeat(make_matrix(2560, 6144, bits, 64, 42 + bits), 3))
             << "bits=" << bits;
-        std::vector<float> first(size_t{4} * 2560), second(size_t{4} * 2560);
         const TestExperts ex = make_experts(10, 2560, 640, bits, 64, 9 + bits);
         const auto xe = random_vector(size_t{4} * 2560, 4);
-        const auto weights = routing_weights(10, 4, 11);
-        DeviceBuffer d_xe(xe.size() * 4), d_w(weights.size() * 4), d_ye(xe.size() * 4);
-        DeviceBuffer d_scratch(affine_experts_scratch_floats(ex.shape, 10, 4) * 4);
+        DeviceBuffer d_xe(xe.size() * 4);
         d_xe.upload(xe.data(), xe.size() * 4);
-        d_w.upload(weights.data(), weights.size() * 4);
-        for (std::vector<float>* out : {&first, &second}) {
-            d_ye.fill(0xFF);
-            affine_experts_swiglu(ex.shape, ex.d_table.as<ExpertAddress>(), d_w.as<float>(), 10,
-                                  d_xe.as<float>(), 4, d_scratch.as<float>(), d_ye.as<float>(),
-                                  false, nullptr);
-            d_ye.download(out->data(), out->size() * 4);
-        }
+        const std::vector<float> first = expert_parts(ex, 10, d_xe.as<float>(), 4);
+        const std::vector<float> second = expert_parts(ex, 10, d_xe.as<float>(), 4);
         EXPECT_EQ(std::memcmp(first.data(), second.data(), first.size() * 4), 0)
             << "experts bits=" << bits;
     }
@@ -539,15 +554,9 @@ TEST_F(CudaAffineGemv, OneLaunchExpertsMatchTheCpuAndKeepEachRowsBits) {
         std::vector<float> expected(kMaxGemvRows * hidden, 0.0F);
         std::vector<double> scale(expected.size(), 0.0);
         cpu_experts(ex, weights, k.n_experts, x, kMaxGemvRows, &expected, &scale, &pool_);
-        DeviceBuffer d_w(weights.size() * 4), d_y(expected.size() * 4);
-        DeviceBuffer d_scratch(affine_experts_scratch_floats(ex.shape, k.n_experts, kMaxGemvRows) *
-                               4);
-        d_w.upload(weights.data(), weights.size() * 4);
-        affine_experts_swiglu(ex.shape, ex.d_table.as<ExpertAddress>(), d_w.as<float>(),
-                              k.n_experts, d_x.as<float>(), kMaxGemvRows, d_scratch.as<float>(),
-                              d_y.as<float>(), false, nullptr);
-        std::vector<float> got(expected.size());
-        d_y.download(got.data(), got.size() * 4);
+        std::vector<float> got(expected.size(), 0.0F);
+        add_weighted_parts(expert_parts(ex, k.n_experts, d_x.as<float>(), kMaxGemvRows), weights,
+                           k.n_experts, kMaxGemvRows, hidden, &got);
         for (size_t i = 0; i < got.size(); ++i) {
             const double diff = std::fabs(static_cast<double>(got[i]) - expected[i]);
             ASSERT_LE(diff, kTolerance * scale[i] + 1e-6)
@@ -580,8 +589,8 @@ TEST(CudaAffineGemvUnavailable, CallsSayBuiltWithoutCuda) {
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("built without CUDA"), std::string::npos) << e.what();
     }
-    EXPECT_THROW(affine_experts_swiglu(ExpertShape{}, nullptr, nullptr, 0, nullptr, 1, nullptr,
-                                       nullptr, false, nullptr),
+    EXPECT_THROW(affine_experts_swiglu_parts(ExpertShape{}, nullptr, 1, nullptr, 1, nullptr,
+                                             nullptr, nullptr),
                  Error);
     EXPECT_THROW(DeviceBuffer(16), Error);
 }

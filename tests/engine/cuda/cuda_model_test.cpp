@@ -37,13 +37,14 @@ const char* const kPrompts[] = {"len1",  "len3",    "len4",      "len5", "len8",
 // A CPU FixtureEngine plus a CUDA model over the same weights with its own expert reader.
 struct CudaFixture {
     explicit CudaFixture(const std::string& checkpoint, const std::string& pool = "max",
-                         int64_t prefill_quantum = 64)
+                         int64_t prefill_quantum = 64, const engine::Tuning& tuning = {})
         : cpu(checkpoint),
           experts(cpu.weights->store_dir + "/experts.bin", cpu.weights->manifest.experts) {
         engine::cuda::CudaModelOptions options;
         options.pool = pool;
         options.max_ctx = 512;
         options.prefill_quantum = prefill_quantum;
+        options.tuning = tuning;
         gpu = engine::cuda::make_cuda_model(*cpu.weights, experts, options);
     }
     FixtureEngine cpu;
@@ -315,9 +316,7 @@ TEST(CudaModel, WholeDecodeStepsReplayedAsOneGraphGiveTheCpuText) {
     EXPECT_GT(stats["cuda_step_graph_launches"].get<uint64_t>(),
               stats["cuda_step_graph_captures"].get<uint64_t>());
 
-    setenv("CHERENKOV_CUDA_GRAPHS", "0", 1);
-    CudaFixture off("tiny_a/hf_flat_fused");
-    unsetenv("CHERENKOV_CUDA_GRAPHS");
+    CudaFixture off("tiny_a/hf_flat_fused", "max", 64, engine::Tuning{.cuda_graphs = false});
     EXPECT_EQ(generate(*off.gpu, prompt, 2), expected);
     EXPECT_EQ(off.gpu->backend_stats()["cuda_step_graph_launches"].get<uint64_t>(), 0U);
 
@@ -366,10 +365,10 @@ TEST(CudaModel, LayersHeldWholeAreRoutedOnTheDeviceWithTheHostPathsBits) {
         return logits;
     };
     for (const char* graphs : {"1", "0"}) {
-        setenv("CHERENKOV_CUDA_GRAPHS", graphs, 1);
-        CudaFixture full("tiny_a/hf_flat_fused", "max");
-        CudaFixture small("tiny_a/hf_flat_fused", minimal_pool("tiny_a/hf_flat_fused"));
-        unsetenv("CHERENKOV_CUDA_GRAPHS");
+        const engine::Tuning tuning{.cuda_graphs = graphs[0] == '1'};
+        CudaFixture full("tiny_a/hf_flat_fused", "max", 64, tuning);
+        CudaFixture small("tiny_a/hf_flat_fused", minimal_pool("tiny_a/hf_flat_fused"), 64,
+                          tuning);
         const auto on_device = decode(*full.gpu);
         const auto on_host = decode(*small.gpu);
         ASSERT_EQ(on_device.size(), on_host.size());
@@ -410,11 +409,9 @@ TEST(CudaModel, GraphsAndSideStreamsGiveTheSameBitsAsOneStream) {
     std::vector<std::vector<int32_t>> outputs;
     for (const auto& [graphs, streams] :
          {std::pair{"1", "1"}, std::pair{"0", "1"}, std::pair{"1", "0"}, std::pair{"0", "0"}}) {
-        setenv("CHERENKOV_CUDA_GRAPHS", graphs, 1);
-        setenv("CHERENKOV_CUDA_STREAMS", streams, 1);
-        CudaFixture f("tiny_a/hf_flat_fused");
-        unsetenv("CHERENKOV_CUDA_GRAPHS");
-        unsetenv("CHERENKOV_CUDA_STREAMS");
+        const engine::Tuning tuning{.cuda_graphs = graphs[0] == '1',
+                                    .side_streams = streams[0] == '1'};
+        CudaFixture f("tiny_a/hf_flat_fused", "max", 64, tuning);
         outputs.push_back(generate(*f.gpu, prompt, 2));
         const nlohmann::json stats = f.gpu->backend_stats();
         EXPECT_EQ(stats["cuda_side_streams"].get<bool>(), streams[0] == '1');

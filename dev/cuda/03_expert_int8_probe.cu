@@ -1,6 +1,6 @@
-// Probe for the routed-expert decode GEMV at one row (docs/gemv-tensor-core.md, eleventh attempt):
-// weights straight into registers by many small blocks, every load issued before any use, and
-// the integer tensor cores (mma.sync m16n8k32, u8 codes × s8 digits of x). x is quantized once
+// Probe for the routed-expert decode GEMV at one row (docs/notes/gemv-attempts.md, eleventh
+// attempt): weights straight into registers by many small blocks, every load issued before any use,
+// and the integer tensor cores (mma.sync m16n8k32, u8 codes × s8 digits of x). x is quantized once
 // per call by a small launch into 23-bit fixed point per group of 64 (three balanced base-256
 // digits), so a word of 4-bit codes is an mma operand after one mask (and one shift for the odd
 // codes), where the bf16 kernels decode every code into an exact bf16 integer.
@@ -17,9 +17,10 @@
 // several forms (`forms` in main): all four launches, without Q (digits made outside the graph),
 // without the combine, each launch alone (chained 48 times: what it adds to a layer), and builds
 // of gate/up and down with other register caps (how many blocks a multiprocessor holds, and so
-// how many waves a layer's launch takes). Before those, the engine's one-launch layer kernel
-// (engine/cuda/expert_layer_imma.cuh): checked at 1, 2 and 4 rows, its timeline (every block's
-// %globaltimer stamps, print_timeline), then timed. `--trace`: the checks and the timeline only.
+// how many waves a layer's launch takes). Before those, the engine's one-launch layer kernel (its
+// copy with timestamps, expert_layer_traced.cuh): checked at 1, 2 and 4 rows, its timeline (every
+// block's %globaltimer stamps, print_timeline), then timed. `--trace`: the checks and the timeline
+// only. Experiment 03 of dev/cuda (README.md there): not the product.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -30,7 +31,7 @@
 #include <vector>
 
 #include "cuda_bench_support.cuh"
-#include "engine/cuda/expert_layer_imma.cuh"
+#include "expert_layer_traced.cuh"
 
 namespace {
 

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "cuda_bench_support.cuh"
-#include "engine/cuda/expert_layer_imma.cuh"
+#include "expert_layer_traced.cuh"
 
 namespace {
 
