@@ -462,13 +462,11 @@ template <int Bits, int G, int R, Mode M>
 void launch_one(unsigned blocks, unsigned experts, const Params& p, size_t smem,
                 cudaStream_t stream) {
     auto* kernel = bulk_gemv_kernel<Bits, G, R, M>;
-    static const bool configured = [&] {  // once per kernel: the largest plan any shape gets
-        CHERENKOV_CUDA_CHECK(cudaFuncSetAttribute(kernel,
-                                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                  static_cast<int>(max_shared_alone())));
-        return true;
-    }();
-    (void)configured;
+    // The largest plan any shape gets, set at every launch rather than remembered per process: an
+    // attribute of the kernel in the current device's context (a host call that queues no work,
+    // so it may run under stream capture; graph replays skip it).
+    CHERENKOV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              static_cast<int>(max_shared_alone())));
     const auto slices = static_cast<unsigned>(p.k_slices);  // 1 but for short dense matrices
     launch_dependent_in_clusters(kernel, dim3(blocks, experts * slices), dim3(kThreads),
                                  dim3(1, slices, 1), smem, stream, p);

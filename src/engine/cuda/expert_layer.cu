@@ -90,12 +90,10 @@ LaunchShared shared_for(cudaStream_t stream, size_t h_words) {
 template <int Rows>
 void launch_rows(const expert_layer::Params& p, size_t smem, cudaStream_t stream) {
     auto* kernel = expert_layer::experts_layer_kernel<Rows>;
-    static const bool configured = [&] {  // once per kernel: the device's whole opt-in budget
-        CHERENKOV_CUDA_CHECK(cudaFuncSetAttribute(
-            kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_dynamic_smem()));
-        return true;
-    }();
-    (void)configured;
+    // The device's whole opt-in budget, set at every launch rather than remembered per process
+    // (a host call that queues no work: allowed under stream capture, skipped by graph replays).
+    CHERENKOV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              max_dynamic_smem()));
     // Always one block per multiprocessor: the tag of a launch is the stream's started-block
     // count over the grid, so every launch on a stream must have the same grid.
     launch_dependent(kernel, dim3(static_cast<unsigned>(multiprocessors())),

@@ -536,26 +536,19 @@ __global__ void __launch_bounds__(kSpreadThreads)
 }
 
 // Rows per select launch: all of them while one block each stays resident (more go in several
-// launches).
+// launches). Asked once per call: the occupancy query reads only the kernel's attributes (no
+// work is queued, so it may run under stream capture), the multiprocessors are the model's.
 int64_t select_rows_per_launch() {
-    static const int64_t rows = [] {
-        int per_sm = 0;
-        CHERENKOV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, select_kernel,
-                                                                           kSpreadThreads, 0));
-        int device = 0;
-        int sms = 0;
-        CHERENKOV_CUDA_CHECK(cudaGetDevice(&device));
-        CHERENKOV_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-        return std::max<int64_t>(1, int64_t{per_sm} * sms / 2);
-    }();
-    return rows;
+    int per_sm = 0;
+    CHERENKOV_CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, select_kernel, kSpreadThreads, 0));
+    return std::max<int64_t>(1, int64_t{per_sm} * kernel_policy().multiprocessors / 2);
 }
 
 // Blocks per sampled row's select: enough that each walks ~4k candidates of a full list, and
 // few enough that every block of the launch is resident at once (their barriers wait for each
-// other), with half the device left for whatever still runs.
-int select_blocks(int64_t n_rows, int64_t vocab) {
-    const int64_t resident = select_rows_per_launch();
+// other), with half the device left for whatever still runs. resident: select_rows_per_launch().
+int select_blocks(int64_t n_rows, int64_t vocab, int64_t resident) {
     const int64_t wanted = std::clamp<int64_t>((vocab + 4095) / 4096, 1, 32);
     const int64_t fit = std::max<int64_t>(1, resident / std::max<int64_t>(n_rows, 1));
     return static_cast<int>(std::min(wanted, fit));
@@ -594,9 +587,10 @@ void token_select(const float* logits, int64_t n_rows, int64_t vocab, const Toke
     launch_dependent(compact_kernel, dim3(static_cast<unsigned>(blocks)), dim3(kSpreadThreads), 0,
                      cs, logits, vocab, segments, choices, scratch);
     const int64_t words = token_select_scratch_words(vocab);
-    for (int64_t r0 = 0; r0 < n_rows; r0 += select_rows_per_launch()) {
-        const int64_t rows = std::min(n_rows - r0, select_rows_per_launch());
-        const int per_row = select_blocks(rows, vocab);
+    const int64_t resident = select_rows_per_launch();
+    for (int64_t r0 = 0; r0 < n_rows; r0 += resident) {
+        const int64_t rows = std::min(n_rows - r0, resident);
+        const int per_row = select_blocks(rows, vocab, resident);
         launch_dependent(select_kernel, dim3(static_cast<unsigned>(rows * per_row)),
                          dim3(kSpreadThreads), 0, cs, logits + r0 * vocab, vocab, per_row,
                          choices + r0, scratch + r0 * words, tokens + r0);
