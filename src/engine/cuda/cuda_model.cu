@@ -652,7 +652,8 @@ CudaModel::CudaModel(const ModelWeights& weights, ExpertSource& experts,
     scratch_reserved_bytes_ = chunk.scratch_bytes;
     if (chunk.rows < options.prefill_quantum) log_warn("cuda", chunk.description);
     pool_ = std::make_unique<DeviceExpertPool>(layout, static_cast<int64_t>(budget.n_slots),
-                                               static_cast<void*>(stream_), options.max_bits);
+                                               static_cast<void*>(stream_), options.max_bits,
+                                               options.cache_policy);
     register_records(experts.record_memory());
     pool_description_ = "device " + budget.description + ", " + chunk.description;
 }
@@ -1323,14 +1324,12 @@ nlohmann::json CudaModel::backend_stats() const {
     stats["device_routed_layers"] = pool_->n_layers_on_device();
     stats["device_routed_calls"] = device_routed_calls_;
     stats["decode_phases"] = decode_phases_.to_json();
-    const DeviceExpertPoolCounters counters = pool_->counters();
+    const TierCounters counters = pool_->counters();
     stats["device_expert_hits"] = counters.hits;
-    stats["device_expert_uploads"] = counters.uploads;
-    stats["device_expert_upload_bytes"] = counters.bytes_uploaded;
+    stats["device_expert_uploads"] = counters.misses;
+    stats["device_expert_upload_bytes"] = counters.fill_bytes;
     stats["device_expert_evictions"] = counters.evictions;
-    const uint64_t uses = counters.hits + counters.uploads;
-    stats["device_expert_hit_rate"] =
-        uses > 0 ? static_cast<double>(counters.hits) / static_cast<double>(uses) : 0.0;
+    stats["device_expert_hit_rate"] = counters.hit_rate();
     return stats;
 }
 

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "engine/experts/replacement_policy.h"
 #include "engine/model/model_backend.h"
 #include "engine/model/model_weights.h"
 #include "engine/model/prefill_quantum.h"
@@ -26,6 +27,8 @@ struct CudaModelOptions {
     int64_t max_rows = 3;           // rows per decode step (token + drafts): the pool's minimum
     int64_t max_ctx = 4096;         // context the memory plan reserves room for
     int max_bits = 0;               // the largest expert precision in use (mixed mode), 0: resident
+    // --cache-policy: the device pool replaces slots as the host cache does.
+    ReplacementKind cache_policy = ReplacementKind::Lru;
     // --prefill-quantum: rows per prefill call the scratch reservation covers (fewer when an
     // adaptive pool leaves less; max_rows_per_call() says how many).
     int64_t prefill_quantum = kDefaultPrefillQuantum;

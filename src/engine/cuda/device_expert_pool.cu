@@ -1,7 +1,8 @@
-// DeviceExpertPool (device_expert_pool.h): slot bookkeeping on the host, copies on a private
-// stream, fences by CUDA events. Release events come from a ring: a slot remembers the ring
-// entry recorded after its last readers; should that entry be recorded again later (64 releases
-// on), waiting on it waits for later compute-stream work, which is conservative, never unsafe.
+// DeviceExpertPool (device_expert_pool.h): slot bookkeeping by the shared SlotTable on the host,
+// copies on a private stream, fences by CUDA events. Release events come from a ring: a slot
+// remembers the ring entry recorded after its last readers; should that entry be recorded again
+// later (64 releases on), waiting on it waits for later compute-stream work, which is conservative,
+// never unsafe.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -16,7 +17,7 @@ namespace cherenkov::engine::cuda {
 
 namespace {
 
-constexpr int kMaxBits = 8;  // key = record · (kMaxBits + 1) + bits
+constexpr int kMaxBits = SlotTable::kMaxBits;
 constexpr int kReleaseRing = 64;
 
 }  // namespace
@@ -49,7 +50,7 @@ struct DeviceExpertPool::Impl {
 };
 
 DeviceExpertPool::DeviceExpertPool(const store::ExpertLayout& layout, int64_t n_slots,
-                                   void* compute_stream, int max_bits)
+                                   void* compute_stream, int max_bits, ReplacementKind policy)
     : layout_(layout),
       n_slots_(n_slots),
       max_bits_(max_bits > layout.bits ? max_bits : layout.bits),
@@ -81,22 +82,23 @@ DeviceExpertPool::DeviceExpertPool(const store::ExpertLayout& layout, int64_t n_
     on_device_.assign(static_cast<size_t>(layout.n_layers()), false);
     left_incomplete_.assign(static_cast<size_t>(layout.n_layers()), false);
     layer_release_.assign(static_cast<size_t>(layout.n_layers()), -1);
-    slots_.resize(static_cast<size_t>(n_slots));
-    slot_of_key_.assign(layout.n_records() * (kMaxBits + 1), -1);
+    slots_ =
+        std::make_unique<SlotTable>(static_cast<uint64_t>(n_slots), layout.n_records(), policy);
+    slot_release_.assign(static_cast<size_t>(n_slots), -1);
     layout_by_bits_.resize(kMaxBits + 1);
     has_layout_.assign(kMaxBits + 1, false);
 }
 
 DeviceExpertPool::~DeviceExpertPool() = default;
 
-int64_t DeviceExpertPool::key_of(int64_t layer, int32_t expert, int bits) const {
+SlotKey DeviceExpertPool::key_of(int64_t layer, int32_t expert, int bits) const {
     if (layer < 0 || layer >= layout_.n_layers() || expert < 0 || expert >= layout_.n_experts ||
         bits < 1 || bits > kMaxBits) {
         throw_invalid("[device_expert_pool] no record (layer " + std::to_string(layer) +
                       ", expert " + std::to_string(expert) + ", " + std::to_string(bits) +
                       " bits)");
     }
-    return static_cast<int64_t>(layout_.record_index(layer, expert)) * (kMaxBits + 1) + bits;
+    return SlotKey{.record = layout_.record_index(layer, expert), .bits = bits};
 }
 
 const store::ExpertLayout& DeviceExpertPool::layout_for(int bits) {
@@ -131,59 +133,28 @@ DeviceExpert DeviceExpertPool::view_of(int32_t slot, int bits) {
     return e;
 }
 
-void DeviceExpertPool::lru_unlink(int32_t slot) {
-    Slot& s = slots_[static_cast<size_t>(slot)];
-    if (s.older >= 0) slots_[static_cast<size_t>(s.older)].newer = s.newer;
-    if (s.newer >= 0) slots_[static_cast<size_t>(s.newer)].older = s.older;
-    if (oldest_ == slot) oldest_ = s.newer;
-    if (newest_ == slot) newest_ = s.older;
-    s.older = -1;
-    s.newer = -1;
+void DeviceExpertPool::note_pinned(uint32_t slot) {
+    if (slots_->pins(slot) == 1) pinned_.push_back(slot);
 }
 
-void DeviceExpertPool::lru_push_newest(int32_t slot) {
-    Slot& s = slots_[static_cast<size_t>(slot)];
-    s.older = newest_;
-    s.newer = -1;
-    if (newest_ >= 0) slots_[static_cast<size_t>(newest_)].newer = slot;
-    newest_ = slot;
-    if (oldest_ < 0) oldest_ = slot;
-}
-
-// A never-used slot, else the least recently used unpinned one (unlinked, key cleared).
-int32_t DeviceExpertPool::take_victim() {
-    if (n_used_ < n_slots_) return n_used_++;
-    for (int32_t slot = oldest_; slot >= 0; slot = slots_[static_cast<size_t>(slot)].newer) {
-        Slot& s = slots_[static_cast<size_t>(slot)];
-        if (s.pins > 0) continue;
-        lru_unlink(slot);
-        if (s.key >= 0) {  // -1: an earlier upload into it failed
-            // Kernels of a layer routed on the device may read any of its slots: the copy into
-            // this one (queued next on the copy stream) waits for the layer's last release too.
-            const int32_t layer_release = layer_release_[layer_of_key(s.key)];
-            if (layer_release >= 0) {
-                CHERENKOV_CUDA_CHECK(cudaStreamWaitEvent(
-                    impl_->copy, impl_->release[static_cast<size_t>(layer_release)], 0));
-            }
-            count_resident(s.key, -1);
-            slot_of_key_[static_cast<size_t>(s.key)] = -1;
-            s.key = -1;
-            ++counters_.evictions;
-        }
-        return slot;
+void DeviceExpertPool::fence_eviction(const SlotKey& evicted) {
+    // Kernels of a layer routed on the device may read any of its slots: the copy into this one
+    // (queued next on the copy stream) waits for the layer's last release too.
+    const int32_t layer_release = layer_release_[layer_of(evicted)];
+    if (layer_release >= 0) {
+        CHERENKOV_CUDA_CHECK(cudaStreamWaitEvent(
+            impl_->copy, impl_->release[static_cast<size_t>(layer_release)], 0));
     }
-    throw Error(ErrorKind::ResourceExhausted, "[device_expert_pool] all " +
-                                                  std::to_string(n_slots_) +
-                                                  " slots are pinned by the layer in flight");
+    count_resident(evicted, -1);
 }
 
 void DeviceExpertPool::upload(int32_t slot, const ExpertWeights& weights) {
     const store::ExpertLayout& l = layout_for(weights.bits);
-    Slot& s = slots_[static_cast<size_t>(slot)];
     // The copy waits for the kernels that last read this slot.
-    if (s.release >= 0) {
+    const int32_t release = slot_release_[static_cast<size_t>(slot)];
+    if (release >= 0) {
         CHERENKOV_CUDA_CHECK(
-            cudaStreamWaitEvent(impl_->copy, impl_->release[static_cast<size_t>(s.release)], 0));
+            cudaStreamWaitEvent(impl_->copy, impl_->release[static_cast<size_t>(release)], 0));
     }
     std::byte* base = impl_->memory + static_cast<uint64_t>(slot) * slot_bytes_;
     const uint64_t used = l.down.biases.end();
@@ -214,8 +185,6 @@ void DeviceExpertPool::upload(int32_t slot, const ExpertWeights& weights) {
     }
     CHERENKOV_CUDA_CHECK(cudaEventRecord(impl_->copy_done, impl_->copy));
     CHERENKOV_CUDA_CHECK(cudaStreamWaitEvent(impl_->compute, impl_->copy_done, 0));
-    ++counters_.uploads;
-    counters_.bytes_uploaded += used;
 }
 
 DeviceExpert DeviceExpertPool::acquire(int64_t layer, int32_t expert,
@@ -224,37 +193,48 @@ DeviceExpert DeviceExpertPool::acquire(int64_t layer, int32_t expert,
         throw_invalid("[device_expert_pool] a " + std::to_string(weights.bits) +
                       "-bit record does not fit slots of " + std::to_string(max_bits_) + " bits");
     }
-    const int64_t key = key_of(layer, expert, weights.bits);
-    int32_t slot = slot_of_key_[static_cast<size_t>(key)];
-    if (slot >= 0) {
-        ++counters_.hits;
-        lru_unlink(slot);
-        lru_push_newest(slot);
-    } else {
-        slot = take_victim();
-        lru_push_newest(slot);  // keyless until the copy is queued
-        upload(slot, weights);
-        slots_[static_cast<size_t>(slot)].key = key;
-        slot_of_key_[static_cast<size_t>(key)] = slot;
+    const SlotKey key = key_of(layer, expert, weights.bits);
+    const uint64_t used = layout_for(weights.bits).down.biases.end();
+    SlotTable::Claim claim;
+    try {
+        claim = slots_->claim(key, used);
+    } catch (const Error& e) {
+        if (e.kind() != ErrorKind::ResourceExhausted) throw;
+        throw Error(ErrorKind::ResourceExhausted, "[device_expert_pool] all " +
+                                                      std::to_string(n_slots_) +
+                                                      " slots are pinned by the layer in flight");
+    }
+    const auto slot = static_cast<int32_t>(claim.slot);
+    note_pinned(claim.slot);
+    if (!claim.hit) {
+        try {
+            if (claim.evicted) fence_eviction(*claim.evicted);
+            upload(slot, weights);
+        } catch (...) {
+            // Nothing was queued into the slot, or the stream is broken: it holds no record.
+            slots_->release(claim.slot);
+            throw;
+        }
         count_resident(key, 1);
     }
-    Slot& s = slots_[static_cast<size_t>(slot)];
-    if (s.pins++ == 0) pinned_.push_back(slot);
     return view_of(slot, weights.bits);
 }
 
 std::optional<DeviceExpert> DeviceExpertPool::acquire_resident(int64_t layer, int32_t expert,
                                                                int bits) {
     if (bits > max_bits_) return std::nullopt;
-    const int64_t key = key_of(layer, expert, bits);
-    const int32_t slot = slot_of_key_[static_cast<size_t>(key)];
-    if (slot < 0) return std::nullopt;
-    ++counters_.hits;
-    lru_unlink(slot);
-    lru_push_newest(slot);
-    Slot& s = slots_[static_cast<size_t>(slot)];
-    if (s.pins++ == 0) pinned_.push_back(slot);
-    return view_of(slot, bits);
+    const std::optional<uint32_t> slot = slots_->claim_held(key_of(layer, expert, bits));
+    if (!slot) return std::nullopt;
+    note_pinned(*slot);
+    return view_of(static_cast<int32_t>(*slot), bits);
+}
+
+void DeviceExpertPool::release_pins(int release_index) {
+    for (const uint32_t slot : pinned_) {
+        slot_release_[slot] = release_index;
+        slots_->clear_pins(slot);
+    }
+    pinned_.clear();
 }
 
 void DeviceExpertPool::release_pinned() {
@@ -263,21 +243,16 @@ void DeviceExpertPool::release_pinned() {
     impl_->next_release = (index + 1) % kReleaseRing;
     CHERENKOV_CUDA_CHECK(
         cudaEventRecord(impl_->release[static_cast<size_t>(index)], impl_->compute));
-    for (int32_t slot : pinned_) {
-        Slot& s = slots_[static_cast<size_t>(slot)];
-        s.release = index;
-        s.pins = 0;
-    }
-    pinned_.clear();
+    release_pins(index);
 }
 
-size_t DeviceExpertPool::layer_of_key(int64_t key) const {
-    return static_cast<size_t>(key / (kMaxBits + 1) / layout_.n_experts);
+size_t DeviceExpertPool::layer_of(const SlotKey& key) const {
+    return static_cast<size_t>(key.record / static_cast<uint64_t>(layout_.n_experts));
 }
 
-void DeviceExpertPool::count_resident(int64_t key, int delta) {
-    if (key % (kMaxBits + 1) != layout_.bits) return;
-    const size_t layer = layer_of_key(key);
+void DeviceExpertPool::count_resident(const SlotKey& key, int delta) {
+    if (key.bits != layout_.bits) return;
+    const size_t layer = layer_of(key);
     resident_in_layer_[layer] += delta;
     // The next use of the layer takes the host path again (an upload into the evicted slot waits
     // for the layer's last release_layer() event, as for any slot).
@@ -347,8 +322,12 @@ void DeviceExpertPool::leave_incomplete(int64_t layer) {
         left_incomplete_[static_cast<size_t>(layer)] = true;
 }
 
-DeviceExpertPoolCounters DeviceExpertPool::counters() const {
-    DeviceExpertPoolCounters c = counters_;
+ReplacementKind DeviceExpertPool::policy() const {
+    return slots_->policy();
+}
+
+TierCounters DeviceExpertPool::counters() const {
+    TierCounters c = slots_->counters();
     unsigned long long device = 0;
     CHERENKOV_CUDA_CHECK(
         cudaMemcpy(&device, impl_->device_hits, sizeof(device), cudaMemcpyDeviceToHost));
@@ -371,12 +350,7 @@ void DeviceExpertPool::finish_batch(bool wait_copies) noexcept {
         cudaSuccess) {
         cudaStreamSynchronize(impl_->compute);
     }
-    for (int32_t slot : pinned_) {
-        Slot& s = slots_[static_cast<size_t>(slot)];
-        s.release = index;
-        s.pins = 0;
-    }
-    pinned_.clear();
+    release_pins(index);
 }
 
 void* DeviceExpertPool::host_staging(size_t bytes) {
@@ -399,12 +373,12 @@ void* DeviceExpertPool::compute_stream() const {
 }
 
 int32_t DeviceExpertPool::slot_of(int64_t layer, int32_t expert, int bits) const {
-    return slot_of_key_[static_cast<size_t>(key_of(layer, expert, bits))];
+    return slots_->find(key_of(layer, expert, bits));
 }
 
 bool DeviceExpertPool::pinned(int32_t slot) const {
     CHERENKOV_ASSERT(slot >= 0 && slot < n_slots_, "slot in range");
-    return slots_[static_cast<size_t>(slot)].pins > 0;
+    return slots_->pins(static_cast<uint32_t>(slot)) > 0;
 }
 
 std::vector<std::byte> DeviceExpertPool::read_slot(int32_t slot) const {

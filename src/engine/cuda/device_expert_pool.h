@@ -1,7 +1,10 @@
 // Device-memory slots for routed-expert records (issue 9, "Expert pool"): one allocation of
 // n_slots × slot_bytes, each slot holding one record keyed by (table layer, expert, bits), laid
 // out as store::make_expert_layout says for its bits (so the store's part offsets apply inside a
-// slot). LRU replacement; slots acquired for the layer in flight stay pinned until released.
+// slot). The second tier of the expert cache: which slot holds what, pins, replacement (the
+// --cache-policy, LRU or frequency) and the counters are engine/experts/slot_table.h's, the core
+// the host cache uses too; this class adds the device memory, the copies and their fences. Slots
+// acquired for the layer in flight stay pinned until released.
 // A private copy stream fills slots from the host record (owned by the host ExpertSource's batch)
 // and CUDA events fence reuse both ways: the compute stream waits for a slot's copy before any
 // later kernel, and a copy into a slot waits for the kernels that last read it.
@@ -17,16 +20,12 @@
 
 #include "engine/cuda/affine_gemv.h"
 #include "engine/experts/expert_source.h"
+#include "engine/experts/expert_stats.h"
+#include "engine/experts/replacement_policy.h"
+#include "engine/experts/slot_table.h"
 #include "store/manifest/record_layout.h"
 
 namespace cherenkov::engine::cuda {
-
-struct DeviceExpertPoolCounters {
-    uint64_t hits = 0;            // acquire() found the record resident
-    uint64_t uploads = 0;         // acquire() copied the record in
-    uint64_t bytes_uploaded = 0;  // host → device bytes of those copies
-    uint64_t evictions = 0;       // uploads that replaced another record
-};
 
 // One resident expert: device addresses of its three matrices (valid while the slot is pinned)
 // and the shape to launch with.
@@ -54,10 +53,11 @@ public:
     // Slots hold records of `layout`'s shapes at up to max(layout.bits, max_bits) bits (max_bits
     // > layout.bits only for a miss precision above the resident one). compute_stream: the
     // cudaStream_t the kernels reading the slots run on (nullptr: the legacy default stream).
+    // policy: which unpinned slot a copy replaces (--cache-policy, as for the host cache).
     // Throws InvalidInput for n_slots < 1 and the runtime's error (naming the size) when the
     // allocation fails.
     DeviceExpertPool(const store::ExpertLayout& layout, int64_t n_slots, void* compute_stream,
-                     int max_bits = 0);
+                     int max_bits = 0, ReplacementKind policy = ReplacementKind::Lru);
     ~DeviceExpertPool();
     DeviceExpertPool(const DeviceExpertPool&) = delete;
     DeviceExpertPool& operator=(const DeviceExpertPool&) = delete;
@@ -78,8 +78,8 @@ public:
     }
 
     // Makes (table layer, expert, weights.bits) resident and pins its slot: a hit, or a copy of
-    // the host record `weights` views queued on the copy stream (evicting the least recently
-    // used unpinned slot), after which the compute stream waits for the copy before any work
+    // the host record `weights` views queued on the copy stream (replacing the policy's victim
+    // among unpinned slots), after which the compute stream waits for the copy before any work
     // queued later. The host record must stay alive until wait_host_copies() or finish_batch().
     // Throws ResourceExhausted when every slot is pinned, InvalidInput for unsupported bits.
     DeviceExpert acquire(int64_t layer, int32_t expert, const ExpertWeights& weights);
@@ -136,8 +136,10 @@ public:
     uint64_t slot_bytes() const { return slot_bytes_; }
     uint64_t bytes() const { return static_cast<uint64_t>(n_slots_) * slot_bytes_; }
     const store::ExpertLayout& layout() const { return layout_; }
-    // The host's counts plus the device's hits (reading those synchronizes with the device).
-    DeviceExpertPoolCounters counters() const;
+    ReplacementKind policy() const;
+    // The tier's counters (misses: uploads, fill_bytes: bytes copied to the device), with the
+    // hits of kernels routing on the device added (reading those synchronizes with the device).
+    TierCounters counters() const;
 
     // Introspection for tests: the slot holding (layer, expert, bits) or -1; whether a slot is
     // pinned; a slot's bytes (synchronizes the device).
@@ -150,44 +152,35 @@ public:
 private:
     struct Impl;  // streams, events, device memory
 
-    struct Slot {
-        int64_t key = -1;  // record_index · 9 + bits, or -1: free
-        uint32_t pins = 0;
-        int32_t release = -1;  // release event (Impl's ring) after the last kernels reading it
-        int32_t older = -1;    // LRU list: towards the least recently used end
-        int32_t newer = -1;
-    };
-
-    int64_t key_of(int64_t layer, int32_t expert, int bits) const;
-    size_t layer_of_key(int64_t key) const;  // the table layer of a key_of() key
+    SlotKey key_of(int64_t layer, int32_t expert, int bits) const;
+    size_t layer_of(const SlotKey& key) const;  // the table layer of a key
     const store::ExpertLayout& layout_for(int bits);
     DeviceExpert view_of(int32_t slot, int bits);
-    int32_t take_victim();
-    void lru_unlink(int32_t slot);
-    void lru_push_newest(int32_t slot);
+    // Pins recorded for release_pinned(): the slot goes on the list at its first pin.
+    void note_pinned(uint32_t slot);
+    // A copy into a slot whose record `evicted` just lost waits for the kernels of that layer.
+    void fence_eviction(const SlotKey& evicted);
     void upload(int32_t slot, const ExpertWeights& weights);
-    void count_resident(int64_t key, int delta);
+    void count_resident(const SlotKey& key, int delta);
+    void release_pins(int release_index);
 
     store::ExpertLayout layout_;
     int64_t n_slots_ = 0;
     uint64_t slot_bytes_ = 0;
     int max_bits_ = 0;
     std::unique_ptr<Impl> impl_;
-    std::vector<Slot> slots_;
-    std::vector<int32_t> slot_of_key_;                 // [n_records · 9], -1: not resident
-    std::vector<int32_t> pinned_;                      // slots pinned since the last release
+    std::unique_ptr<SlotTable> slots_;  // what each slot holds, pins, replacement, counters
+    // Per slot: the release event (Impl's ring) after the last kernels reading it, or -1.
+    std::vector<int32_t> slot_release_;
+    std::vector<uint32_t> pinned_;                     // slots pinned since the last release
     std::vector<store::ExpertLayout> layout_by_bits_;  // [9], computed on first use
     std::vector<bool> has_layout_;                     // [9]
-    int32_t oldest_ = -1;
-    int32_t newest_ = -1;
-    int32_t n_used_ = 0;  // slots [0, n_used_) have held a record; the rest are free
     // Per table layer: records resident at layout_.bits, and whether its addresses are on the
     // device (Impl::layer_map).
     std::vector<int32_t> resident_in_layer_;
     std::vector<bool> on_device_;
     std::vector<bool> left_incomplete_;
     std::vector<int32_t> layer_release_;  // per table layer: release_layer()'s ring entry, or -1
-    DeviceExpertPoolCounters counters_;
 };
 
 }  // namespace cherenkov::engine::cuda

@@ -7,7 +7,7 @@ namespace cherenkov::engine::cuda {
 struct DeviceExpertPool::Impl {};
 
 DeviceExpertPool::DeviceExpertPool(const store::ExpertLayout& layout, int64_t n_slots, void*,
-                                   int max_bits)
+                                   int max_bits, ReplacementKind)
     : layout_(layout), n_slots_(n_slots), max_bits_(max_bits) {
     throw_unsupported("[device_expert_pool] built without CUDA");
 }
@@ -55,8 +55,11 @@ void DeviceExpertPool::leave_incomplete(int64_t) {}
 std::vector<ExpertAddress> DeviceExpertPool::read_layer_addresses(int64_t) const {
     throw_unsupported("[device_expert_pool] built without CUDA");
 }
-DeviceExpertPoolCounters DeviceExpertPool::counters() const {
-    return counters_;
+ReplacementKind DeviceExpertPool::policy() const {
+    return ReplacementKind::Lru;
+}
+TierCounters DeviceExpertPool::counters() const {
+    return {};
 }
 
 }  // namespace cherenkov::engine::cuda

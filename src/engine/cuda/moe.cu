@@ -29,6 +29,7 @@
 #include "engine/cuda/expert_group.h"
 #include "engine/cuda/expert_layer.h"
 #include "engine/experts/expert_source.h"
+#include "engine/experts/routing_trace.h"
 
 namespace cherenkov::engine::cuda {
 namespace {
@@ -773,20 +774,6 @@ void RoutedExperts::compute_alone(int32_t expert, const DeviceExpert& device) {
     part_base_[static_cast<size_t>(expert)] = 0;
 }
 
-// The routing trace lines, exactly as engine/model/moe.cpp writes them.
-void write_routing_trace(const DeviceContext& ctx, int64_t table_layer, int64_t n_rows, int64_t top,
-                         const int32_t* experts, const float* weights) {
-    if (ctx.routing_trace == nullptr) return;
-    for (int64_t t = 0; t < n_rows; ++t) {
-        *ctx.routing_trace << ctx.trace_step << ' ' << table_layer << ' ' << t;
-        for (int64_t i = 0; i < top; ++i) {
-            const size_t at = static_cast<size_t>(t * top + i);
-            *ctx.routing_trace << ' ' << experts[at] << ':' << weights[at];
-        }
-        *ctx.routing_trace << '\n';
-    }
-}
-
 // The shared expert (no IO): shared = down(silu(gate·x) ⊙ up·x) [T, H], gate [T].
 void shared_expert(const DeviceMoeWeights& weights, const float* mix, int64_t n_rows, float* shared,
                    float* gate, const DeviceContext& ctx) {
@@ -1014,7 +1001,10 @@ void moe_finish(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, c
     const auto* expert_weights = reinterpret_cast<const float*>(experts + tk);
     const auto n_tk = static_cast<size_t>(tk);
     const std::vector<ExpertRequest> requests = union_of({experts, n_tk}, {expert_weights, n_tk});
-    write_routing_trace(ctx, weights.table_layer, n_rows, top, experts, expert_weights);
+    if (ctx.routing_trace != nullptr) {
+        write_trace_layer(*ctx.routing_trace, ctx.trace_step, weights.table_layer, top,
+                          {experts, n_tk}, {expert_weights, n_tk});
+    }
 
     // Lookahead before this layer's fetch, so the source can queue those reads behind its misses.
     if (next != nullptr) {

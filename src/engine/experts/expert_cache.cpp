@@ -29,11 +29,6 @@ const store::ExpertLayout& layout_of(const ExpertCacheOptions& options, int bits
     return found->second.layout;
 }
 
-double default_half_life(const ExpertCacheOptions& options) {
-    if (options.frequency_half_life_selections > 0.0) return options.frequency_half_life_selections;
-    return static_cast<double>(std::max<uint64_t>(options.n_slots, 1));
-}
-
 }  // namespace
 
 ExpertCache::ExpertCache(ExpertCacheOptions options)
@@ -42,16 +37,11 @@ ExpertCache::ExpertCache(ExpertCacheOptions options)
       pool_(options_.n_slots, slot_bytes_for(options_),
             options_.prefault_pool ? SlotPool::Pages::Prefault : SlotPool::Pages::Lazy),
       slots_(options_.n_slots),
-      policy_(options_.policy, options_.n_slots,
-              layout_of(options_, options_.resident_bits).n_records(),
-              default_half_life(options_)) {
+      slot_table_(options_.n_slots, layout_of(options_, options_.resident_bits).n_records(),
+                  options_.policy, options_.frequency_half_life_selections) {
     if (options_.miss_bits == 0) options_.miss_bits = options_.resident_bits;
     validate_and_open();
     const store::ExpertLayout& resident = tables_[static_cast<size_t>(resident_table_)].layout;
-    free_slots_.reserve(options_.n_slots);
-    for (uint64_t slot = options_.n_slots; slot > 0; --slot) {
-        free_slots_.push_back(static_cast<uint32_t>(slot - 1));
-    }
     lookahead_.resize(static_cast<size_t>(resident.n_layers()));
     marks_.assign(static_cast<size_t>(resident.n_experts), 0);
     stats_ = ExpertStats(resident.n_layers(), resident.n_experts);
@@ -102,7 +92,6 @@ void ExpertCache::validate_and_open() {
         table.bits = bits;
         table.path = given.path;
         table.layout = layout;
-        table.slot_of_record.assign(layout.n_records(), -1);
     }
 }
 
@@ -125,11 +114,15 @@ uint64_t ExpertCache::record_key(int64_t layer, int32_t expert) const {
     return layout().record_index(layer, expert);
 }
 
+SlotKey ExpertCache::slot_key(int table, int64_t layer, int32_t expert) const {
+    return SlotKey{.record = record_key(layer, expert),
+                   .bits = tables_[static_cast<size_t>(table)].bits};
+}
+
 int32_t ExpertCache::find_slot(int64_t layer, int32_t expert) const {
-    const uint64_t key = record_key(layer, expert);
-    const int32_t resident = tables_[static_cast<size_t>(resident_table_)].slot_of_record[key];
+    const int32_t resident = slot_table_.find(slot_key(resident_table_, layer, expert));
     if (resident >= 0 || miss_table_ == resident_table_) return resident;
-    return tables_[static_cast<size_t>(miss_table_)].slot_of_record[key];
+    return slot_table_.find(slot_key(miss_table_, layer, expert));
 }
 
 int ExpertCache::table_for_miss(int64_t layer, int32_t expert) const {
@@ -157,7 +150,9 @@ ExpertResidency ExpertCache::residency(int64_t layer, int32_t expert) const {
 
 ExpertStats ExpertCache::stats() const {
     std::lock_guard lock(mutex_);
-    return stats_;
+    ExpertStats copy = stats_;
+    copy.slots = slot_table_.counters();
+    return copy;
 }
 
 void ExpertCache::begin_step() {
@@ -213,7 +208,7 @@ bool ExpertCache::serve_found(ExpertCacheBatch& batch, int64_t layer, size_t req
     Slot& s = slots_[slot];
     ExpertCounters& expert_stats = stats_.expert(layer, request.expert);
     LayerCounters& layer_stats = stats_.layer(layer);
-    ++s.pins;
+    slot_table_.pin(slot);
     const bool ready = s.state == SlotState::Ready;
     if (s.speculative) {
         // A lookahead read this fetch now claims: used, and urgent if still queued.
@@ -222,7 +217,12 @@ bool ExpertCache::serve_found(ExpertCacheBatch& batch, int64_t layer, size_t req
         ++layer_stats.experts.prefetches_used;
         if (!ready) io_->promote(s.job_id, request.max_weight);
     }
-    policy_.touch(slot);
+    slot_table_.touch(slot);
+    if (ready) {
+        slot_table_.count_hit();
+    } else {
+        slot_table_.count_miss();
+    }
     ++(ready ? expert_stats.hits : expert_stats.misses);
     ++(ready ? layer_stats.experts.hits : layer_stats.experts.misses);
     PrecisionCounters& quant = layer_stats.quant[static_cast<size_t>(s.table)];
@@ -239,7 +239,8 @@ void ExpertCache::serve_miss(ExpertCacheBatch& batch, std::unique_lock<std::mute
             const int table = table_for_miss(layer, request.expert);
             start_read(*slot, table, layer, request.expert, ReadPriority::Demand,
                        request.max_weight);
-            ++slots_[*slot].pins;
+            slot_table_.pin(*slot);
+            slot_table_.count_miss();
             ++stats_.expert(layer, request.expert).misses;
             LayerCounters& layer_stats = stats_.layer(layer);
             ++layer_stats.experts.misses;
@@ -278,7 +279,7 @@ std::unique_ptr<ExpertBatch> ExpertCache::fetch(int64_t layer,
         pending_misses_.clear();
         for (size_t index = 0; index < requests.size(); ++index) {
             const ExpertRequest& request = requests[index];
-            policy_.record_selection(record_key(layer, request.expert));
+            slot_table_.record_selection(record_key(layer, request.expert));
             ++stats_.expert(layer, request.expert).selections;
             ++stats_.layer(layer).experts.selections;
             if (!serve_found(*batch, layer, index, request)) pending_misses_.push_back(index);
@@ -311,51 +312,46 @@ void ExpertCache::finish_fetch(std::span<const ExpertRequest> requests, int64_t 
 }
 
 void ExpertCache::release_slot(uint32_t slot) {
-    Slot& s = slots_[slot];
-    policy_.remove(slot);
-    s = Slot{};
-    free_slots_.push_back(slot);
+    slot_table_.release(slot);
+    slots_[slot] = Slot{};
 }
 
-void ExpertCache::evict(uint32_t slot) {
-    Slot& s = slots_[slot];
-    tables_[static_cast<size_t>(s.table)].slot_of_record[record_key(s.layer, s.expert)] = -1;
-    policy_.remove(slot);
-    s = Slot{};
+void ExpertCache::forget(uint32_t slot) {
+    slot_table_.unmap(slot);
+    slots_[slot] = Slot{};
 }
 
 std::optional<uint32_t> ExpertCache::take_slot(bool demand, int64_t protected_layer) {
-    if (!free_slots_.empty()) {
-        const uint32_t slot = free_slots_.back();
-        free_slots_.pop_back();
-        return slot;
-    }
-    const std::optional<uint32_t> victim = policy_.victim([&](uint32_t slot) {
+    const std::optional<SlotTable::Taken> taken = slot_table_.take([&](uint32_t slot) {
         const Slot& s = slots_[slot];
-        if (s.pins != 0 || s.state != SlotState::Ready) return false;
+        if (s.state != SlotState::Ready) return false;
         return !(s.speculative && s.layer == protected_layer);
     });
-    if (victim) {
-        evict(*victim);
-        return victim;
+    if (taken) {
+        slots_[taken->slot] = Slot{};
+        return taken->slot;
     }
     if (!demand) return std::nullopt;
     // A demand miss may take the slot of a lookahead read that has not started.
     for (uint32_t slot = 0; slot < slots_.size(); ++slot) {
         Slot& s = slots_[slot];
-        if (s.state != SlotState::Loading || !s.speculative || s.pins != 0) continue;
+        if (s.state != SlotState::Loading || !s.speculative || slot_table_.pins(slot) != 0) {
+            continue;
+        }
         if (!io_->cancel(s.job_id)) continue;
         --reads_pending_;
         ++stats_.layer(s.layer).prefetches_dropped;
-        evict(slot);
+        forget(slot);
         return slot;
     }
     return std::nullopt;
 }
 
 bool ExpertCache::unpinned_reads_in_flight() const {
-    return std::any_of(slots_.begin(), slots_.end(),
-                       [](const Slot& s) { return s.state == SlotState::Loading && s.pins == 0; });
+    for (uint32_t slot = 0; slot < slots_.size(); ++slot) {
+        if (slots_[slot].state == SlotState::Loading && slot_table_.pins(slot) == 0) return true;
+    }
+    return false;
 }
 
 void ExpertCache::start_read(uint32_t slot, int table_index, int64_t layer, int32_t expert,
@@ -368,10 +364,9 @@ void ExpertCache::start_read(uint32_t slot, int table_index, int64_t layer, int3
     s.expert = expert;
     s.read_as_lookahead = priority == ReadPriority::Lookahead;
     s.speculative = s.read_as_lookahead;
-    table.slot_of_record[record_key(layer, expert)] = static_cast<int32_t>(slot);
     // Ranked when requested, not when the read lands, so eviction order does not depend on IO
     // timing; a loading slot is never a victim.
-    policy_.insert(slot, record_key(layer, expert), s.speculative);
+    slot_table_.assign(slot, slot_key(table_index, layer, expert), s.speculative);
     PrecisionCounters& quant = stats_.layer(layer).quant[static_cast<size_t>(table_index)];
     (s.read_as_lookahead ? quant.prefetch : quant.demand).requested_bytes +=
         table.layout.record_bytes;
@@ -410,6 +405,7 @@ void ExpertCache::on_read_complete(const ReadJob& job, const RecordRead& read,
         --reads_pending_;
         if (read.error_number == 0 && read.n_bytes == table.layout.record_bytes) {
             ++reads.reads_ok;
+            slot_table_.count_fill(read.n_bytes);
             s.state = SlotState::Ready;
             s.landed_seq = ++landed_seq_;
         } else {
@@ -420,19 +416,18 @@ void ExpertCache::on_read_complete(const ReadJob& job, const RecordRead& read,
                            : "short read: " + std::to_string(read.n_bytes) + " of " +
                                  std::to_string(table.layout.record_bytes) + " bytes");
             s.state = SlotState::Failed;
-            policy_.remove(job.slot);
-            tables_[static_cast<size_t>(s.table)].slot_of_record[record_key(s.layer, s.expert)] =
-                -1;
-            if (s.pins == 0) release_slot(job.slot);
+            slot_table_.unmap(job.slot);
+            if (slot_table_.pins(job.slot) == 0) release_slot(job.slot);
         }
     }
     landed_.notify_all();
 }
 
 void ExpertCache::unpin(uint32_t slot) {
-    Slot& s = slots_[slot];
-    --s.pins;
-    if (s.pins == 0 && s.state == SlotState::Failed) release_slot(slot);
+    slot_table_.unpin(slot);
+    if (slot_table_.pins(slot) == 0 && slots_[slot].state == SlotState::Failed) {
+        release_slot(slot);
+    }
 }
 
 }  // namespace cherenkov::engine

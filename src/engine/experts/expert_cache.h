@@ -4,8 +4,8 @@
 // as its read lands; IO workers read missing records straight into free slots (demand before
 // lookahead, strongest first). predict() starts low-priority lookahead reads that never evict a
 // pinned slot; when their layer is fetched without them, queued ones are dropped and landed ones
-// become stale. Replacement is LRU or frequency-aware (replacement_policy.h); stale prefetches
-// are evicted first.
+// become stale. Which slot holds what, pins and replacement (LRU or frequency-aware, stale
+// prefetches first) are the slot table's (slot_table.h), the core the device tier shares.
 //
 // Threads: fetch/predict/begin_step/end_step and batches belong to the engine thread; IO
 // workers complete reads. One mutex guards the slot table; it is never held across a read.
@@ -26,8 +26,8 @@
 #include "engine/experts/expert_io.h"
 #include "engine/experts/expert_source.h"
 #include "engine/experts/expert_stats.h"
-#include "engine/experts/replacement_policy.h"
 #include "engine/experts/slot_pool.h"
+#include "engine/experts/slot_table.h"
 
 namespace cherenkov::engine {
 
@@ -75,7 +75,6 @@ private:
         int table = -1;  // precision_index of the record's table
         int32_t layer = -1;
         int32_t expert = -1;
-        uint32_t pins = 0;         // live batches using the slot
         bool speculative = false;  // filled by lookahead, not yet claimed by a fetch
         bool read_as_lookahead = false;
         uint64_t job_id = 0;      // while Loading
@@ -89,7 +88,6 @@ private:
         std::string path;
         store::ExpertLayout layout;
         std::unique_ptr<RecordReader> reader;
-        std::vector<int32_t> slot_of_record;  // [n_records], -1: not in the pool
     };
 
     // Per layer: the latest prediction not yet consumed by a fetch, and the slots of lookahead
@@ -123,12 +121,14 @@ private:
     // Slot holding (layer, expert) at any precision (resident table first), or -1.
     int32_t find_slot(int64_t layer, int32_t expert) const;
     uint64_t record_key(int64_t layer, int32_t expert) const;
+    // The slot table's key of (layer, expert) in the table of precision_index `table`.
+    SlotKey slot_key(int table, int64_t layer, int32_t expert) const;
 
     // A slot for a new record: free, else the policy's victim among unpinned ready slots (never
     // a pending prefetch of protected_layer); for demand also a cancelled queued lookahead read.
     // nullopt when none is available now.
     std::optional<uint32_t> take_slot(bool demand, int64_t protected_layer = -1);
-    void evict(uint32_t slot);
+    void forget(uint32_t slot);        // no record any more (a cancelled read); not freed
     void release_slot(uint32_t slot);  // back to the free list
     void start_read(uint32_t slot, int table, int64_t layer, int32_t expert, ReadPriority priority,
                     float weight);
@@ -151,8 +151,7 @@ private:
     mutable std::mutex mutex_;        // guards everything below
     std::condition_variable landed_;  // a read completed (or failed)
     std::vector<Slot> slots_;
-    std::vector<uint32_t> free_slots_;
-    ReplacementPolicy policy_;
+    SlotTable slot_table_;  // records held, pins (live batches using a slot), replacement
     std::vector<LayerLookahead> lookahead_;  // [n_layers]
     std::vector<uint8_t> marks_;             // [n_experts] scratch for one fetch / predict
     std::vector<size_t> pending_misses_;     // scratch: request indices not in the pool

@@ -89,17 +89,16 @@ void ExpertCache::drop_stale_lookahead(int64_t layer) {
     LayerLookahead& lookahead = lookahead_[static_cast<size_t>(layer)];
     for (const uint32_t slot : lookahead.read_slots) {
         Slot& s = slots_[slot];
-        if (!s.speculative || s.pins != 0 || s.layer != layer) continue;
+        if (!s.speculative || slot_table_.pins(slot) != 0 || s.layer != layer) continue;
         if ((marks_[static_cast<size_t>(s.expert)] & kMarkRequested) != 0) continue;
         if (s.state == SlotState::Loading && io_->cancel(s.job_id)) {
             --reads_pending_;
             ++stats_.layer(layer).prefetches_dropped;
-            evict(slot);
-            free_slots_.push_back(slot);
+            release_slot(slot);
             continue;
         }
         // Landed (or already reading) and not needed by its layer: a stale prefetch.
-        policy_.demote(slot);
+        slot_table_.demote(slot);
     }
     lookahead.read_slots.clear();
 }

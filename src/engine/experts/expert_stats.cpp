@@ -91,6 +91,17 @@ void PrecisionCounters::add(const PrecisionCounters& other) {
     cut_batches += other.cut_batches;
 }
 
+double TierCounters::hit_rate() const {
+    return ratio(hits, hits + misses);
+}
+
+void TierCounters::add(const TierCounters& other) {
+    hits += other.hits;
+    misses += other.misses;
+    fill_bytes += other.fill_bytes;
+    evictions += other.evictions;
+}
+
 double PredictionCounters::recall() const {
     return ratio(correct, actual);
 }
@@ -138,6 +149,14 @@ nlohmann::json to_json(const ExpertCounters& expert) {
     return expert_json(expert);
 }
 
+nlohmann::json to_json(const TierCounters& tier) {
+    return {{"hits", tier.hits},
+            {"misses", tier.misses},
+            {"fill_bytes", tier.fill_bytes},
+            {"evictions", tier.evictions},
+            {"hit_rate", tier.hit_rate()}};
+}
+
 nlohmann::json to_json(const ExpertStats& stats, bool include_experts) {
     nlohmann::json out;
     out["steps"] = stats.steps;
@@ -145,6 +164,7 @@ nlohmann::json to_json(const ExpertStats& stats, bool include_experts) {
     out["n_experts"] = stats.n_experts;
     out["hit_rate"] = stats.hit_rate();
     out["totals"] = layer_json(stats.total());
+    out["slots"] = to_json(stats.slots);
     nlohmann::json layers = nlohmann::json::array();
     for (size_t layer = 0; layer < stats.layers.size(); ++layer) {
         nlohmann::json entry = layer_json(stats.layers[layer]);

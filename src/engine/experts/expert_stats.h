@@ -48,6 +48,20 @@ struct PrecisionCounters {
     void add(const PrecisionCounters& other);
 };
 
+// One tier of the expert cache (host slots, device slots), counted the same way for each by
+// their shared core (slot_table.h): requests that found their record, requests that filled a
+// slot (a read into host memory, a copy to the device), the bytes those fills wrote and the fills
+// that replaced another record.
+struct TierCounters {
+    uint64_t hits = 0;
+    uint64_t misses = 0;
+    uint64_t fill_bytes = 0;
+    uint64_t evictions = 0;
+
+    double hit_rate() const;  // hits / (hits + misses), 0 without requests
+    void add(const TierCounters& other);
+};
+
 // Lookahead accuracy over fetches that followed a prediction for their layer.
 struct PredictionCounters {
     uint64_t fetches = 0;    // fetches with a prediction
@@ -74,6 +88,7 @@ struct ExpertStats {
     uint64_t steps = 0;
     std::vector<LayerCounters> layers;    // [n_layers]
     std::vector<ExpertCounters> experts;  // [n_layers · n_experts], record order
+    TierCounters slots;                   // the host slots as a tier (fills: completed reads)
 
     ExpertStats() = default;
     ExpertStats(int64_t n_layers_, int64_t n_experts_);
@@ -94,5 +109,7 @@ nlohmann::json to_json(const ExpertStats& stats, bool include_experts = false);
 // One layer's entry of to_json's "layers" (without its "layer" index), and one expert's.
 nlohmann::json to_json(const LayerCounters& layer);
 nlohmann::json to_json(const ExpertCounters& expert);
+// {"hits", "misses", "fill_bytes", "evictions", "hit_rate"}.
+nlohmann::json to_json(const TierCounters& tier);
 
 }  // namespace cherenkov::engine

@@ -50,6 +50,19 @@ RoutedExpert parse_choice(const std::string& token, const std::string& source_na
     return choice;
 }
 
+// The one place a trace line is formatted: "step layer row expert:weight ...", floats as the
+// stream's defaults print them.
+template <typename Choice>
+void write_line(std::ostream& out, int64_t step, int64_t layer, size_t row, size_t n_choices,
+                Choice&& choice) {
+    out << step << ' ' << layer << ' ' << row;
+    for (size_t index = 0; index < n_choices; ++index) {
+        const RoutedExpert routed = choice(index);
+        out << ' ' << routed.expert << ':' << routed.weight;
+    }
+    out << '\n';
+}
+
 }  // namespace
 
 std::vector<ExpertRequest> TraceLayerStep::union_requests() const {
@@ -109,12 +122,23 @@ void write_routing_trace(std::ostream& out, const RoutingTrace& trace) {
     out << "# step layer row expert:weight ...\n";
     for (const TraceLayerStep& group : trace.layer_steps) {
         for (size_t row = 0; row < group.rows.size(); ++row) {
-            out << group.step << ' ' << group.layer << ' ' << row;
-            for (const RoutedExpert& choice : group.rows[row]) {
-                out << ' ' << choice.expert << ':' << choice.weight;
-            }
-            out << '\n';
+            const std::vector<RoutedExpert>& choices = group.rows[row];
+            write_line(out, group.step, group.layer, row, choices.size(),
+                       [&](size_t index) { return choices[index]; });
         }
+    }
+}
+
+void write_trace_layer(std::ostream& out, int64_t step, int64_t layer, int64_t top_k,
+                       std::span<const int32_t> experts, std::span<const float> weights) {
+    CHERENKOV_ASSERT(top_k > 0 && experts.size() == weights.size() &&
+                         experts.size() % static_cast<size_t>(top_k) == 0,
+                     "routing of whole rows, a weight per expert");
+    const auto k = static_cast<size_t>(top_k);
+    for (size_t row = 0; row < experts.size() / k; ++row) {
+        write_line(out, step, layer, row, k, [&](size_t index) {
+            return RoutedExpert{experts[row * k + index], weights[row * k + index]};
+        });
     }
 }
 

@@ -7,12 +7,14 @@
 //     0 0 1 17:0.38 9:0.20 4:0.11
 //     0 1 0 ...
 //
-// Steps count forward calls; rows are the token and its drafts. The engine can write the same
-// lines from its routing to record real traces.
+// Steps count forward calls; rows are the token and its drafts. Every line is written by
+// write_trace_layer: the backends call it with their routing to record real traces, and
+// write_routing_trace with a parsed or synthetic trace.
 #pragma once
 
 #include <cstdint>
 #include <iosfwd>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -39,7 +41,12 @@ struct RoutingTrace {
 
 // Throws InvalidInput naming `source_name` and the line for malformed lines.
 RoutingTrace parse_routing_trace(std::istream& in, const std::string& source_name);
+// The header comment, then every line of `trace`.
 void write_routing_trace(std::ostream& out, const RoutingTrace& trace);
+// One layer of one step as a backend routed it: a line per row. experts, weights: [n_rows, top_k]
+// row-major, each row's choices in routing order (n_rows = experts.size() / top_k).
+void write_trace_layer(std::ostream& out, int64_t step, int64_t layer, int64_t top_k,
+                       std::span<const int32_t> experts, std::span<const float> weights);
 
 // Synthetic routing with a skewed, drifting popularity per layer: each layer ranks its experts in
 // a seeded random order and a row picks rank r with probability ∝ 1 / (r + 1)^zipf_exponent; with

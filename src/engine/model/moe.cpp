@@ -8,6 +8,7 @@
 
 #include "engine/cpu/matmul.h"
 #include "engine/experts/expert_source.h"
+#include "engine/experts/routing_trace.h"
 #include "engine/model/layers.h"
 
 namespace cherenkov::engine {
@@ -103,14 +104,8 @@ void moe_forward(const MoeWeights& weights, const MoeWeights* next, const float*
     const Routing routing = route(weights, mix, n_rows, ctx, true);
     const std::vector<ExpertRequest> requests = union_of(routing);
     if (ctx.routing_trace != nullptr) {
-        for (int64_t t = 0; t < n_rows; ++t) {
-            *ctx.routing_trace << ctx.trace_step << ' ' << weights.table_layer << ' ' << t;
-            for (int64_t i = 0; i < top; ++i) {
-                const size_t at = static_cast<size_t>(t * top + i);
-                *ctx.routing_trace << ' ' << routing.experts[at] << ':' << routing.weights[at];
-            }
-            *ctx.routing_trace << '\n';
-        }
+        write_trace_layer(*ctx.routing_trace, ctx.trace_step, weights.table_layer, top,
+                          routing.experts, routing.weights);
     }
 
     // Lookahead: the next layer's router on these rows predicts its experts. Given before this

@@ -239,6 +239,7 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
         device.tuning = options.tuning;
         device.max_ctx = options.max_ctx;
         device.max_bits = std::max(options.expert_bits, options.miss_bits);
+        device.cache_policy = base.cache.policy;
         device.prefill_quantum = options.prefill_quantum;
         try {
             loaded->cuda_model_ =

@@ -88,11 +88,11 @@ TEST_F(CudaDeviceExpertPool, EvictsTheLeastRecentlyUsedSlotAndCounts) {
     EXPECT_TRUE(host.matches(pool.read_slot(a.slot), 0, 0));
     EXPECT_TRUE(host.matches(pool.read_slot(c.slot), 1, 2));
 
-    const DeviceExpertPoolCounters n = pool.counters();
+    const TierCounters n = pool.counters();  // misses: uploads, fill_bytes: bytes uploaded
     EXPECT_EQ(n.hits, 1U);
-    EXPECT_EQ(n.uploads, 3U);
+    EXPECT_EQ(n.misses, 3U);
     EXPECT_EQ(n.evictions, 1U);
-    EXPECT_EQ(n.bytes_uploaded, 3 * host.layout.down.biases.end());
+    EXPECT_EQ(n.fill_bytes, 3 * host.layout.down.biases.end());
     EXPECT_EQ(pool.bytes(), 2 * pool.slot_bytes());
 
     // The device addresses follow the store's part offsets inside the slot.
