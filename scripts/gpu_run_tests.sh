@@ -14,7 +14,7 @@ status=0
 # checkout, /work/main); point it at this checkout when it does not exist here.
 if [[ ! -e /work/main ]]; then mkdir -p /work && ln -s "$root" /work/main; fi
 (cd "$root" && timeout "${TEST_TIMEOUT:-400}" "$bin/engine_tests" \
-    --gtest_filter="${GTEST_FILTER:-*Cuda*:*cuda*:OpsVsCpu*}" >"$out/gpu_tests.log" 2>&1) || status=1
+    --gtest_filter="${GTEST_FILTER:-*Cuda*:*cuda*:*OpsVsCpu*}" >"$out/gpu_tests.log" 2>&1) || status=1
 grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]|worst|differs|Failure" "$out/gpu_tests.log" | head -60
 store=$(mktemp -d)/tiny-python
 "$bin/cherenkov" prepare "$root/models/tiny-python" --output "$store" >/dev/null
