@@ -9,7 +9,7 @@
 // and CUDA events fence reuse both ways: the compute stream waits for a slot's copy before any
 // later kernel, and a copy into a slot waits for the kernels that last read it.
 // Plain C++ (no CUDA types): built from device_expert_pool.cu with CUDA, or from
-// device_expert_pool_unavailable.cpp without it, where construction throws Unsupported.
+// unavailable.cpp without it, where construction throws Unsupported.
 #pragma once
 
 #include <cstddef>

@@ -1,7 +1,6 @@
 // Stand-ins for the CUDA backend in builds without nvcc (MLX's no_gpu pattern), one file for the
-// library (device_expert_pool_unavailable.cpp aside, while its class is reworked): queries
-// answer "no device" or "not taken", and whatever would touch a device throws Unsupported
-// "built without CUDA", so a CPU-only build links and says why.
+// library: queries answer "no device" or "not taken", and whatever would touch a device throws
+// Unsupported "built without CUDA", so a CPU-only build links and says why.
 #include "base/error.h"
 #include "engine/cuda/affine_gemm.h"
 #include "engine/cuda/affine_gemv.h"
@@ -9,6 +8,7 @@
 #include "engine/cuda/affine_gemv_mma.h"
 #include "engine/cuda/cuda_model.h"
 #include "engine/cuda/device_buffer.h"
+#include "engine/cuda/device_expert_pool.h"
 #include "engine/cuda/device_info.h"
 #include "engine/cuda/device_weights.h"
 #include "engine/cuda/expert_gemm.h"
@@ -162,6 +162,65 @@ void DeviceBuffer::reset() {
 
 void device_synchronize() {
     throw_unsupported("[device_buffer] built without CUDA");
+}
+
+// device_expert_pool.h
+struct DeviceExpertPool::Impl {};
+
+DeviceExpertPool::DeviceExpertPool(const store::ExpertLayout& layout, int64_t n_slots, void*,
+                                   int max_bits, ReplacementKind)
+    : layout_(layout), n_slots_(n_slots), max_bits_(max_bits) {
+    throw_unsupported("[device_expert_pool] built without CUDA");
+}
+
+DeviceExpertPool::~DeviceExpertPool() = default;
+
+DeviceExpert DeviceExpertPool::acquire(int64_t, int32_t, const ExpertWeights&) {
+    throw_unsupported("[device_expert_pool] built without CUDA");
+}
+std::optional<DeviceExpert> DeviceExpertPool::acquire_resident(int64_t, int32_t, int) {
+    return std::nullopt;
+}
+void DeviceExpertPool::release_pinned() {}
+void DeviceExpertPool::wait_host_copies() {}
+void DeviceExpertPool::finish_batch(bool) noexcept {}
+void* DeviceExpertPool::host_staging(size_t) {
+    throw_unsupported("[device_expert_pool] built without CUDA");
+}
+void* DeviceExpertPool::compute_stream() const {
+    return nullptr;
+}
+int32_t DeviceExpertPool::slot_of(int64_t, int32_t, int) const {
+    return -1;
+}
+bool DeviceExpertPool::pinned(int32_t) const {
+    return false;
+}
+std::vector<std::byte> DeviceExpertPool::read_slot(int32_t) const {
+    throw_unsupported("[device_expert_pool] built without CUDA");
+}
+const ExpertAddress* DeviceExpertPool::layer_addresses(int64_t) {
+    return nullptr;
+}
+void DeviceExpertPool::release_layer(int64_t) {}
+unsigned long long* DeviceExpertPool::device_hits() const {
+    return nullptr;
+}
+int64_t DeviceExpertPool::n_layers_on_device() const {
+    return 0;
+}
+std::vector<int32_t> DeviceExpertPool::missing_in_layer(int64_t, int64_t) const {
+    return {};
+}
+void DeviceExpertPool::leave_incomplete(int64_t) {}
+std::vector<ExpertAddress> DeviceExpertPool::read_layer_addresses(int64_t) const {
+    throw_unsupported("[device_expert_pool] built without CUDA");
+}
+ReplacementKind DeviceExpertPool::policy() const {
+    return ReplacementKind::Lru;
+}
+TierCounters DeviceExpertPool::counters() const {
+    return {};
 }
 
 // device_weights.h
