@@ -103,6 +103,8 @@ int run_bench(const BenchOptions& options) {
              {"drafts_proposed", stats.drafts_proposed},
              {"drafts_accepted", stats.drafts_accepted}});
     }
+    // One observation serves the memory, experts and prefill objects (engine_stats.h).
+    const engine::EngineStats observed = loaded->observe(nullptr);
     nlohmann::json report = {
         {"model", opened.store_dir()},
         {"backend", loaded->backend_name()},
@@ -119,10 +121,10 @@ int run_bench(const BenchOptions& options) {
         {"best_prefill_tokens_per_second", best_prefill},
         {"best_decode_tokens_per_second", best_decode},
         {"runs", runs},
-        {"memory", loaded->memory_stats(nullptr)},
+        {"memory", engine::memory_json(observed)},
         {"expert_pool", loaded->pool_description()},
-        {"experts", loaded->expert_stats()},
-        {"prefill", engine::prefill_json(loaded->prefill_counters().totals())}};
+        {"experts", observed.experts ? engine::to_json(*observed.experts) : nlohmann::json()},
+        {"prefill", engine::prefill_json(observed.prefill)}};
     if (options.json) {
         std::cout << report.dump(2) << '\n';
         return 0;
@@ -147,9 +149,11 @@ int run_bench(const BenchOptions& options) {
                 report["memory"]["peak_rss_bytes"].get<double>() / 1e6,
                 report["memory"]["dense_bytes"].get<double>() / 1e6);
     // The CUDA backend's host phases of host-routed decode layers, summed since load (every run).
-    const nlohmann::json device = report["memory"].value("device", nlohmann::json::object());
-    if (device.contains("decode_phases") && device["decode_phases"]["layers"].get<uint64_t>() > 0) {
-        const nlohmann::json& us = device["decode_phases"]["us_per_layer"];
+    const nlohmann::json phases = observed.backend_stats.device
+                                      ? observed.backend_stats.device->decode_phases
+                                      : nlohmann::json();
+    if (phases.is_object() && phases["layers"].get<uint64_t>() > 0) {
+        const nlohmann::json& us = phases["us_per_layer"];
         std::printf(
             "decode host phases, us per host-routed layer: routing wait %.1f, prepare %.1f, "
             "read wait %.1f, miss queue %.1f, copy wait %.1f, finish %.1f\n",

@@ -66,9 +66,8 @@ ServeOptions options_from(const serving::config::ServeConfig& c, const ServeArgs
     o.model.prefill_quantum = c.limits.prefill_quantum;
     o.model.experts = static_cast<int>(c.experts.resident_bits);
     o.model.miss_experts = static_cast<int>(c.experts.miss_bits);
-    o.model.pool_gb = c.experts.pool_gb;
-    // The engine's empty host pool is the staging pool.
-    o.model.host_pool_gb = c.experts.host_pool_gb == "staging" ? "" : c.experts.host_pool_gb;
+    o.model.pool = c.experts.pool_gb;
+    o.model.host_pool = c.experts.host_pool_gb;
     o.model.cache_policy = c.experts.cache_policy;
     o.model.cut_weak = static_cast<float>(c.experts.cut_weak);
     o.model.io_threads = static_cast<int>(c.experts.io_threads);
@@ -159,7 +158,6 @@ int serve(const ServeOptions& options, std::shared_ptr<serving::config::ConfigHo
     model_options.drafts = options.drafts;  // 0: no MTP head is loaded
     model_options.max_ctx = options.max_ctx;
     if (model_options.check) throw_invalid("serve does not take --check (a CLI diagnostic)");
-    engine::validate_prefill_quantum(model_options.prefill_quantum);
 
     const sigset_t signals = block_stop_signals();
     std::mutex mutex;

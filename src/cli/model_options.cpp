@@ -11,6 +11,26 @@
 
 namespace cherenkov::cli {
 
+namespace {
+
+// A pool flag parsed into its typed value as it is read: a malformed value is a usage error
+// (exit 2) with the parser's message naming the flag and the value.
+void add_pool_option(CLI::App* app, const std::string& name, engine::PoolFlag flag,
+                     engine::PoolSetting& setting, const std::string& description) {
+    app->add_option_function<std::string>(
+        name,
+        [flag, &setting](const std::string& text) {
+            try {
+                setting = engine::parse_pool_setting(text, flag);
+            } catch (const Error& e) {
+                throw CLI::ValidationError(e.what());
+            }
+        },
+        description);
+}
+
+}  // namespace
+
 void add_model_options(CLI::App* app, ModelOptions& options) {
     app->add_option(
            "model", options.model,
@@ -26,7 +46,7 @@ void add_model_options(CLI::App* app, ModelOptions& options) {
            "--miss-experts", options.miss_experts,
            "Precision of unpredicted expert misses (mixed mode with Q4 residents): 4, 3 or 2")
         ->check(CLI::IsMember({0, 4, 3, 2}));
-    app->add_option("--pool-gb", options.pool_gb,
+    add_pool_option(app, "--pool-gb", engine::PoolFlag::Pool, options.pool,
                     "Expert cache size: N decimal GB, max, or adaptive (default; from available "
                     "memory); 0: no cache; mapped (cpu): no cache, the expert table used in place "
                     "from the page cache (needs RAM for it)");
@@ -45,7 +65,7 @@ void add_model_options(CLI::App* app, ModelOptions& options) {
         ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
     app->add_flag("--check", options.check,
                   "Also run the CPU reference and report where the backend diverges (slow)");
-    app->add_option("--host-pool-gb", options.host_pool_gb,
+    add_pool_option(app, "--host-pool-gb", engine::PoolFlag::HostPool, options.host_pool,
                     "With --backend cuda: host expert cache behind the device pool (the RAM "
                     "tier): N decimal GB, max, adaptive, staging (default: a few layer-steps), "
                     "or mapped (the expert table mapped, page-locked and copied from in place; "
@@ -99,14 +119,14 @@ OpenedModel load_model(const ModelOptions& options, const BeforeLoad& before_loa
     load.expert_bits = options.experts;
     load.threads = options.threads;
     load.miss_bits = options.miss_experts;
-    load.pool = options.pool_gb;
+    load.pool = options.pool;
     load.policy = options.cache_policy;
     load.cut_weak = options.cut_weak;
     load.io_threads = options.io_threads;
     load.max_rows = options.max_rows;
     load.backend = options.backend;
     load.check = options.check;
-    load.host_pool = options.host_pool_gb;
+    load.host_pool = options.host_pool;
     load.buffered_io = options.buffered_io;
     load.max_ctx = options.max_ctx;
     load.prefill_quantum = options.prefill_quantum;
@@ -138,6 +158,7 @@ OpenedModel load_model(const ModelOptions& options, const BeforeLoad& before_loa
                                        options.max_rows + 1, engine::available_memory_bytes(),
                                        subject, load.store_dir + "/config.json");
     }
+    load.config = config ? &*config : nullptr;
     opened.loaded = engine::LoadedModel::load(load);
     // Only without config.json, where load() has failed already in practice.
     if (!config && before_load) before_load(opened.store_dir(), opened.loaded->weights().config);

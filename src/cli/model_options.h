@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "engine/experts/pool_setting.h"
 #include "engine/model/prefill_quantum.h"
 #include "engine/runtime/loaded_model.h"
 #include "engine/tuning.h"
@@ -20,7 +21,8 @@ struct ModelOptions {
     int experts = 4;
     int miss_experts = 0;
     int threads = 0;
-    std::string pool_gb = "adaptive";
+    // --pool-gb and --host-pool-gb, parsed as the flags are read (engine/experts/pool_setting.h).
+    engine::PoolSetting pool;
     std::string cache_policy = "lru";
     float cut_weak = 0.0F;
     int io_threads = 0;    // 0: half the online CPUs, 4 to 8
@@ -28,7 +30,8 @@ struct ModelOptions {
     int64_t max_rows = 3;  // set by the command: rows per decode step (1 + drafts)
     std::string backend = "auto";
     bool check = false;
-    std::string host_pool_gb;  // cuda: the host cache behind the device pool ("" = staging)
+    // cuda: the host cache behind the device pool
+    engine::PoolSetting host_pool = engine::PoolSetting::of(engine::PoolMode::Staging);
     bool buffered_io = false;
     int64_t max_ctx = 4096;  // set by the command: the longest context it will run
     // set by the command: how messages name a context of N tokens (null: "--max-ctx N")

@@ -77,16 +77,12 @@ std::string render_prometheus_metrics(const MetricsInput& input) {
         out.sample("cherenkov_memory_bytes", m.peak_rss_bytes, "{kind=\"peak_rss\"}");
         out.sample("cherenkov_memory_bytes", m.dense_bytes, "{kind=\"dense\"}");
         out.sample("cherenkov_memory_bytes", m.expert_pool_bytes, "{kind=\"expert_pool\"}");
-        const nlohmann::json& device = engine->device;
-        if (device.is_object() && device.contains("device_total_bytes") &&
-            device.contains("device_free_bytes")) {
-            const uint64_t total = device["device_total_bytes"].get<uint64_t>();
-            const uint64_t free = device["device_free_bytes"].get<uint64_t>();
-            out.sample("cherenkov_memory_bytes", total > free ? total - free : 0,
-                       "{kind=\"device\"}");
-        }
-        if (device.is_object() && device.contains("device_expert_pool_bytes")) {
-            out.sample("cherenkov_memory_bytes", device["device_expert_pool_bytes"].get<uint64_t>(),
+        if (const std::optional<engine::DeviceFigures>& device = engine->backend_stats.device) {
+            const uint64_t used = device->total_bytes > device->free_bytes
+                                      ? device->total_bytes - device->free_bytes
+                                      : 0;
+            out.sample("cherenkov_memory_bytes", used, "{kind=\"device\"}");
+            out.sample("cherenkov_memory_bytes", device->expert_pool_bytes,
                        "{kind=\"device_expert_pool\"}");
         }
     }

@@ -65,12 +65,18 @@ void check_sample_records(const std::string& path, const ExpertLayout& layout) {
     }
 }
 
-void check_config(const std::string& directory, const StoreManifest& manifest) {
+// The store's config.json, parsed.
+model_data::qwen4_exp::Config read_config(const std::string& directory) {
     const std::string path = directory + "/config.json";
     std::error_code ec;
     if (!fs::is_regular_file(path, ec)) throw_not_found(path + ": missing from the store");
-    const model_data::qwen4_exp::Config config =
-        model_data::qwen4_exp::parse_config(read_text_file(path), path);
+    return model_data::qwen4_exp::parse_config(read_text_file(path), path);
+}
+
+// config.json's dimensions against the manifest's expert layout.
+void check_config(const std::string& directory, const StoreManifest& manifest,
+                  const model_data::qwen4_exp::Config& config) {
+    const std::string path = directory + "/config.json";
     const ExpertLayout& experts = manifest.experts;
     if (static_cast<uint64_t>(config.hidden_size) != experts.hidden ||
         static_cast<uint64_t>(config.moe_intermediate_size) != experts.intermediate ||
@@ -108,13 +114,20 @@ bool looks_like_store(const std::string& directory) {
 }
 
 StoreManifest validate_store(const std::string& directory) {
-    StoreManifest manifest = validate_store_files(directory);
-    validate_store_config(directory, manifest);
-    return manifest;
+    return check_store(directory).manifest;
+}
+
+CheckedStore check_store(const std::string& directory,
+                         const model_data::qwen4_exp::Config* config) {
+    CheckedStore store;
+    store.manifest = validate_store_files(directory);
+    store.config = config != nullptr ? *config : read_config(directory);
+    check_config(directory, store.manifest, store.config);
+    return store;
 }
 
 void validate_store_config(const std::string& directory, const StoreManifest& manifest) {
-    check_config(directory, manifest);
+    check_config(directory, manifest, read_config(directory));
 }
 
 StoreManifest validate_store_files(const std::string& directory) {

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "model_data/qwen4_exp/config.h"
 #include "store/manifest/store_manifest.h"
 
 namespace cherenkov::store {
@@ -13,6 +14,16 @@ namespace cherenkov::store {
 bool looks_like_store(const std::string& directory);
 
 StoreManifest validate_store(const std::string& directory);
+
+// A store as validate_store checked it, with the parsed config.json too, so that a loader reads
+// manifest.json and config.json once. `config`: the directory's config.json parsed already by
+// the caller (checked against the manifest, not read again); null: read here.
+struct CheckedStore {
+    StoreManifest manifest;
+    model_data::qwen4_exp::Config config;
+};
+CheckedStore check_store(const std::string& directory,
+                         const model_data::qwen4_exp::Config* config = nullptr);
 // validate_store in two parts: everything but config.json (for a store whose config.json is
 // being repaired), and config.json against the manifest's expert layout.
 StoreManifest validate_store_files(const std::string& directory);

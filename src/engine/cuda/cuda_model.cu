@@ -400,7 +400,7 @@ public:
     MtpResult mtp_chain(SequenceState& state, std::span<const float> previous_residual,
                         int32_t token, int64_t position, int64_t step,
                         const TokenSelection* select) override;
-    nlohmann::json backend_stats() const override;
+    BackendStats backend_stats() const override;
     int64_t max_rows_per_call() const override { return prefill_rows_; }
 
 private:
@@ -638,7 +638,7 @@ CudaModel::CudaModel(const ModelWeights& weights, ExpertSource& experts,
     req.min_headroom_bytes = 1ULL << 30;
     CHERENKOV_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     req.measured_usable_bytes = free_bytes;
-    const PoolSetting setting = parse_pool_setting(options.pool);
+    const PoolSetting& setting = options.pool;
     if (setting.mode == PoolMode::Explicit && setting.bytes == 0) {
         throw_invalid(
             "--pool-gb 0 is not possible with --backend cuda: routed experts are "
@@ -1294,43 +1294,40 @@ MtpResult CudaModel::mtp_rows_in_arena(SequenceState& state, const float* residu
     return result;
 }
 
-nlohmann::json CudaModel::backend_stats() const {
+BackendStats CudaModel::backend_stats() const {
     size_t free_bytes = 0;
     size_t total_bytes = 0;
     cudaMemGetInfo(&free_bytes, &total_bytes);
-    nlohmann::json stats;
-    stats["device"] = device_name_;
-    stats["device_total_bytes"] = total_bytes;
-    stats["device_free_bytes"] = free_bytes;
-    stats["device_weights_bytes"] = device_->bytes();
-    stats["device_expert_pool_bytes"] = pool_->bytes();
-    stats["device_expert_pool"] = pool_description_;
-    stats["host_records_page_locked_bytes"] = registered_bytes_;
-    stats["cuda_graphs"] = graphs_enabled_;
-    stats["cuda_side_streams"] = side_ != nullptr;
-    stats["cuda_graph_captures"] = graph_captures_;
-    stats["cuda_graph_launches"] = graph_launches_;
-    stats["cuda_step_graphs"] = step_graphs_enabled_;
-    stats["cuda_step_graph_captures"] = step_graph_captures_;
-    stats["cuda_step_graph_launches"] = step_graph_launches_;
-    stats["device_scratch_bytes"] = call_arena_.capacity() + layer_arena_.capacity();
-    stats["device_scratch_reserved_bytes"] = scratch_reserved_bytes_;
-    stats["prefill_rows_per_call"] = prefill_rows_;
-    stats["device_routing"] = device_routing_;
-    int64_t shared_as_expert = 0;
+    DeviceFigures d;
+    d.name = device_name_;
+    d.total_bytes = total_bytes;
+    d.free_bytes = free_bytes;
+    d.weights_bytes = device_->bytes();
+    d.expert_pool_bytes = pool_->bytes();
+    d.expert_pool = pool_description_;
+    d.host_records_page_locked_bytes = registered_bytes_;
+    d.graphs = graphs_enabled_;
+    d.side_streams = side_ != nullptr;
+    d.graph_captures = graph_captures_;
+    d.graph_launches = graph_launches_;
+    d.step_graphs = step_graphs_enabled_;
+    d.step_graph_captures = step_graph_captures_;
+    d.step_graph_launches = step_graph_launches_;
+    d.scratch_bytes = call_arena_.capacity() + layer_arena_.capacity();
+    d.scratch_reserved_bytes = scratch_reserved_bytes_;
+    d.prefill_rows_per_call = prefill_rows_;
+    d.routing = device_routing_;
     for (const DeviceLayerWeights& l : device_->layers)
-        shared_as_expert += l.moe.shared_expert != nullptr ? 1 : 0;
-    stats["shared_expert_layers_on_expert_kernels"] = shared_as_expert;
-    stats["device_routed_layers"] = pool_->n_layers_on_device();
-    stats["device_routed_calls"] = device_routed_calls_;
-    stats["decode_phases"] = decode_phases_.to_json();
+        d.shared_expert_layers_on_expert_kernels += l.moe.shared_expert != nullptr ? 1 : 0;
+    d.routed_layers = pool_->n_layers_on_device();
+    d.routed_calls = device_routed_calls_;
+    d.decode_phases = decode_phases_.to_json();
     const TierCounters counters = pool_->counters();
-    stats["device_expert_hits"] = counters.hits;
-    stats["device_expert_uploads"] = counters.misses;
-    stats["device_expert_upload_bytes"] = counters.fill_bytes;
-    stats["device_expert_evictions"] = counters.evictions;
-    stats["device_expert_hit_rate"] = counters.hit_rate();
-    return stats;
+    d.pool = DevicePoolCounters{.hits = counters.hits,
+                                .uploads = counters.misses,
+                                .upload_bytes = counters.fill_bytes,
+                                .evictions = counters.evictions};
+    return BackendStats{.device = std::move(d)};
 }
 
 }  // namespace

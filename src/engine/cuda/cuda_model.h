@@ -10,6 +10,7 @@
 #include <string>
 
 #include "engine/experts/replacement_policy.h"
+#include "engine/experts/pool_setting.h"
 #include "engine/model/model_backend.h"
 #include "engine/model/model_weights.h"
 #include "engine/model/prefill_quantum.h"
@@ -23,10 +24,10 @@ namespace cherenkov::engine::cuda {
 
 struct CudaModelOptions {
     int device = 0;
-    std::string pool = "adaptive";  // --pool-gb for the device expert pool: N, max, adaptive
-    int64_t max_rows = 3;           // rows per decode step (token + drafts): the pool's minimum
-    int64_t max_ctx = 4096;         // context the memory plan reserves room for
-    int max_bits = 0;               // the largest expert precision in use (mixed mode), 0: resident
+    PoolSetting pool;        // --pool-gb for the device expert pool: N, max or adaptive
+    int64_t max_rows = 3;    // rows per decode step (token + drafts): the pool's minimum
+    int64_t max_ctx = 4096;  // context the memory plan reserves room for
+    int max_bits = 0;        // the largest expert precision in use (mixed mode), 0: resident
     // --cache-policy: the device pool replaces slots as the host cache does.
     ReplacementKind cache_policy = ReplacementKind::Lru;
     // --prefill-quantum: rows per prefill call the scratch reservation covers (fewer when an

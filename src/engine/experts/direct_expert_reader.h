@@ -21,6 +21,8 @@ public:
     std::unique_ptr<ExpertBatch> fetch(int64_t layer,
                                        std::span<const ExpertRequest> requests) override;
 
+    ExpertSourceFigures figures() const override { return {.read_bytes = bytes_read()}; }
+
     uint64_t bytes_read() const { return bytes_read_.load(); }
     uint64_t records_read() const { return records_read_.load(); }
 

@@ -155,6 +155,14 @@ ExpertStats ExpertCache::stats() const {
     return copy;
 }
 
+ExpertSourceFigures ExpertCache::figures() const {
+    ExpertSourceFigures out;
+    out.cache = stats();
+    for (const PrecisionCounters& q : out.cache->total().quant)
+        out.read_bytes += q.demand.completed_bytes + q.prefetch.completed_bytes;
+    return out;
+}
+
 void ExpertCache::begin_step() {
     std::lock_guard lock(mutex_);
     issue_staged_lookahead();

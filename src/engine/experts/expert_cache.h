@@ -48,6 +48,8 @@ public:
     void predict(int64_t layer, std::span<const int32_t> experts) override;
     void begin_step() override;
     void end_step() override;
+    // The counters, and the bytes of completed reads at every precision.
+    ExpertSourceFigures figures() const override;
 
     // Copy of the counters.
     ExpertStats stats() const;

@@ -8,9 +8,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 
 #include "engine/cpu/affine_matrix.h"
+#include "engine/experts/expert_stats.h"
 #include "store/manifest/record_layout.h"
 
 namespace cherenkov::engine {
@@ -49,6 +51,13 @@ public:
     virtual std::span<const size_t> cut_requests() const { return {}; }
 };
 
+// What a source has done so far, for one engine observation (engine_stats.h).
+struct ExpertSourceFigures {
+    // Completed expert-read bytes: read from the table, or handed out in place by a mapping.
+    uint64_t read_bytes = 0;
+    std::optional<ExpertStats> cache{};  // a cache's counters; none for a source without one
+};
+
 // A source's record region. read_only: the memory must not be written (a read-only mapping), so
 // a device backend registers it as memory the device only reads.
 struct RecordMemory {
@@ -84,6 +93,10 @@ public:
     // Whether delivered records stay valid after their batch is destroyed (a mapped table's
     // do), so a device backend need not wait for its copies out of them before it goes on.
     virtual bool records_outlive_batches() const { return false; }
+
+    // The source's figures now. Safe to call while fetches run (counters are read atomically
+    // or under the source's lock).
+    virtual ExpertSourceFigures figures() const = 0;
 
     // Bracket one forward call (a token step: all layers, all rows), for per-step accounting.
     virtual void begin_step() {}

@@ -22,7 +22,7 @@ BuiltExpertSource make_expert_source(ExpertSourceOptions options) {
     if (resident == cache.tables.end()) {
         throw_invalid("no Q" + std::to_string(cache.resident_bits) + " expert table given");
     }
-    if (options.mapped) {
+    if (options.pool.mode == PoolMode::Mapped) {
         if (miss_bits != cache.resident_bits) {
             throw_invalid("--miss-experts " + std::to_string(miss_bits) +
                           " needs the expert cache: a mapped expert table has no misses to read "
@@ -51,8 +51,15 @@ BuiltExpertSource make_expert_source(ExpertSourceOptions options) {
     requirements.fixed_bytes = options.fixed_bytes;
     requirements.reserve_bytes = options.reserve_bytes;
     requirements.min_headroom_bytes = options.min_headroom_bytes;
+    PoolSetting setting = options.pool;
+    if (setting.mode == PoolMode::Staging) {
+        // Four layer-steps of resident records: reads land here and are copied on to the device.
+        setting = PoolSetting{
+            .mode = PoolMode::Explicit,
+            .bytes = 4 * requirements.step_records * resident->second.layout.record_bytes};
+    }
     BuiltExpertSource built;
-    built.budget = resolve_pool_budget(options.pool, requirements, options.memory);
+    built.budget = resolve_pool_budget(setting, requirements, options.memory);
     log_info("experts", built.budget.description);
     if (built.budget.n_slots == 0) {
         built.source =
@@ -64,11 +71,19 @@ BuiltExpertSource make_expert_source(ExpertSourceOptions options) {
     return built;
 }
 
-ExpertTables find_expert_tables(const std::string& store_dir, std::span<const int> bits) {
+namespace {
+
+// `base`: the store's manifest.json, parsed when Q4 is wanted (null: read here if it is).
+ExpertTables find_tables(const std::string& store_dir, std::span<const int> bits,
+                         const store::StoreManifest* base) {
     const std::filesystem::path dir(store_dir);
     ExpertTables tables;
     for (const int wanted : bits) {
         if (wanted == 4) {
+            if (base != nullptr) {
+                tables[4] = ExpertTable{(dir / "experts.bin").string(), base->experts};
+                continue;
+            }
             const std::string manifest = (dir / "manifest.json").string();
             const store::StoreManifest parsed =
                 store::parse_store_manifest(read_text_file(manifest), manifest);
@@ -87,6 +102,17 @@ ExpertTables find_expert_tables(const std::string& store_dir, std::span<const in
         tables[wanted] = ExpertTable{(dir / parsed.experts_file).string(), parsed.experts};
     }
     return tables;
+}
+
+}  // namespace
+
+ExpertTables find_expert_tables(const std::string& store_dir, std::span<const int> bits) {
+    return find_tables(store_dir, bits, nullptr);
+}
+
+ExpertTables find_expert_tables(const std::string& store_dir, std::span<const int> bits,
+                                const store::StoreManifest& base) {
+    return find_tables(store_dir, bits, &base);
 }
 
 }  // namespace cherenkov::engine

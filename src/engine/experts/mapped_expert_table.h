@@ -36,6 +36,8 @@ public:
     }
 
     bool records_outlive_batches() const override { return true; }
+    // Bytes handed out in place count as read; there is no cache.
+    ExpertSourceFigures figures() const override { return {.read_bytes = bytes_served()}; }
 
     // Records handed out and their bytes (what a device backend then copies).
     uint64_t bytes_served() const { return bytes_served_.load(); }

@@ -154,27 +154,6 @@ PoolBudget resolve_adaptive(const PoolRequirements& req, const MemorySources& so
 
 }  // namespace
 
-PoolSetting parse_pool_setting(std::string_view text) {
-    const std::string value = trim(text);
-    if (value == "adaptive") return {};
-    if (value == "max") return PoolSetting{.mode = PoolMode::Max, .bytes = 0};
-    const bool plain_decimal = !value.empty() &&
-                               value.find_first_not_of("0123456789.") == std::string::npos &&
-                               std::count(value.begin(), value.end(), '.') <= 1 && value != ".";
-    double gb = 0.0;
-    if (plain_decimal) {
-        const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), gb);
-        if (ec != std::errc() || end != value.data() + value.size()) gb = -1.0;
-    }
-    if (!plain_decimal || gb < 0.0 || gb > 1e6) {
-        throw_invalid("--pool-gb '" + std::string(text) +
-                      "': expected a decimal number of GB (for example 12 or 0.5), 'max' or "
-                      "'adaptive'");
-    }
-    return PoolSetting{.mode = PoolMode::Explicit,
-                       .bytes = static_cast<uint64_t>(std::llround(gb * kBytesPerGb))};
-}
-
 uint64_t AvailableMemory::usable_bytes() const {
     if (!cgroup_limit_bytes) return mem_available_bytes;
     const uint64_t headroom =
@@ -205,8 +184,10 @@ PoolBudget resolve_pool_budget(const PoolSetting& setting, const PoolRequirement
                                "max pool: every record of the table, " +
                                    gb_text(requirements.n_table_records * requirements.slot_bytes));
         case PoolMode::Adaptive: return resolve_adaptive(requirements, sources);
+        case PoolMode::Mapped:
+        case PoolMode::Staging: break;  // no budget to resolve: the caller builds these pools
     }
-    throw_internal("unknown pool mode");
+    throw_internal("resolve_pool_budget: " + pool_setting_text(setting) + " has no slot budget");
 }
 
 ChunkFit fit_prefill_chunk(const PoolSetting& setting, const PoolBudget& budget,

@@ -1,4 +1,4 @@
-// The expert pool's byte budget: `--pool-gb` parsing ("N" decimal GB, "max", "adaptive") and the
+// The expert pool's byte budget: a PoolSetting (pool_setting.h) resolved to slots, and the
 // adaptive size from available memory (MemAvailable and the cgroup limit). Pure functions over
 // injectable file paths, so tests run against fake /proc and cgroup files.
 #pragma once
@@ -8,22 +8,9 @@
 #include <string>
 #include <string_view>
 
+#include "engine/experts/pool_setting.h"
+
 namespace cherenkov::engine {
-
-enum class PoolMode {
-    Adaptive,  // from available memory (the default)
-    Max,       // every record of the table
-    Explicit,  // `--pool-gb N`; 0 means no cache (DirectExpertReader)
-};
-
-struct PoolSetting {
-    PoolMode mode = PoolMode::Adaptive;
-    uint64_t bytes = 0;  // Explicit only: N decimal GB in bytes
-};
-
-// Parses a `--pool-gb` value: "adaptive", "max", or a decimal number of GB (10^9 bytes, fractions
-// allowed: "0.5", "12", "1.25"). Throws InvalidInput naming the value otherwise.
-PoolSetting parse_pool_setting(std::string_view text);
 
 // Where memory facts come from. Defaults are the real files; tests point them at a temp dir.
 // A missing cgroup file means "no such limit".
@@ -73,7 +60,8 @@ struct PoolBudget {
 // Explicit: N GB floored to slots; 0 gives 0 slots (no cache); a pool that cannot hold
 // step_records slots throws InvalidInput saying the smallest workable value. Max: every record.
 // Adaptive: usable memory minus fixed buffers minus the headroom; raised to one step's union
-// when memory allows it, else throws ResourceExhausted with the numbers.
+// when memory allows it, else throws ResourceExhausted with the numbers. Mapped and Staging are
+// the caller's to build (Internal here).
 PoolBudget resolve_pool_budget(const PoolSetting& setting, const PoolRequirements& requirements,
                                const MemorySources& sources = {});
 

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/model/backend_stats.h"
 #include "engine/model/forward_trace.h"
 #include "engine/model/sequence_state.h"
 #include "engine/model/token_selector.h"
@@ -89,8 +90,9 @@ public:
     // limit. Decode steps (a token and its drafts) are never cut.
     virtual int64_t max_rows_per_call() const { return std::numeric_limits<int64_t>::max(); }
 
-    // Backend figures for memory_stats (device allocations, device expert pool), or null.
-    virtual nlohmann::json backend_stats() const { return nullptr; }
+    // The backend's own figures (device memory and pool, --check's comparison); none by default.
+    // Serialised by backend_stats_json for memory_stats.
+    virtual BackendStats backend_stats() const { return {}; }
 };
 
 }  // namespace cherenkov::engine

@@ -324,12 +324,21 @@ uint64_t ModelWeights::resident_bytes() const {
 
 std::unique_ptr<ModelWeights> load_model_weights(const std::string& store_dir,
                                                  const WeightLoadOptions& options) {
+    const std::string manifest_path = store_dir + "/manifest.json";
+    const std::string config_path = store_dir + "/config.json";
+    return load_model_weights(
+        store_dir, store::parse_store_manifest(read_text_file(manifest_path), manifest_path),
+        q4::parse_config(read_text_file(config_path), config_path), options);
+}
+
+std::unique_ptr<ModelWeights> load_model_weights(const std::string& store_dir,
+                                                 store::StoreManifest manifest, q4::Config config,
+                                                 const WeightLoadOptions& options) {
     auto model = std::make_unique<ModelWeights>();
     model->store_dir = store_dir;
     const std::string manifest_path = store_dir + "/manifest.json";
-    model->manifest = store::parse_store_manifest(read_text_file(manifest_path), manifest_path);
-    model->config =
-        q4::parse_config(read_text_file(store_dir + "/config.json"), store_dir + "/config.json");
+    model->manifest = std::move(manifest);
+    model->config = std::move(config);
     const std::string dense_path = store_dir + "/dense.bin";
     model->dense_file = MappedFile::open(dense_path);
     if (model->dense_file->bytes().size() != model->manifest.dense_bytes) {

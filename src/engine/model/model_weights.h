@@ -142,5 +142,10 @@ struct WeightLoadOptions {
 // shapes that disagree with the config.
 std::unique_ptr<ModelWeights> load_model_weights(const std::string& store_dir,
                                                  const WeightLoadOptions& options = {});
+// The same from the store's manifest.json and config.json parsed already (store::check_store).
+std::unique_ptr<ModelWeights> load_model_weights(const std::string& store_dir,
+                                                 store::StoreManifest manifest,
+                                                 model_data::qwen4_exp::Config config,
+                                                 const WeightLoadOptions& options = {});
 
 }  // namespace cherenkov::engine

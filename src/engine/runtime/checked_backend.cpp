@@ -251,15 +251,14 @@ public:
     // The reference takes any number of rows; the backend under test sets the limit.
     int64_t max_rows_per_call() const override { return primary_.max_rows_per_call(); }
 
-    nlohmann::json backend_stats() const override {
-        nlohmann::json stats = primary_.backend_stats();
-        if (stats.is_null()) stats = nlohmann::json::object();
-        stats["check"] = {{"calls", calls_},
-                          {"rows", rows_},
-                          {"argmax_equal", argmax_equal_},
-                          {"max_abs_logit_diff", worst_},
-                          {"selected_tokens", selected_},
-                          {"selected_equal", selected_equal_}};
+    BackendStats backend_stats() const override {
+        BackendStats stats = primary_.backend_stats();
+        stats.check = CheckFigures{.calls = calls_,
+                                   .rows = rows_,
+                                   .argmax_equal = argmax_equal_,
+                                   .max_abs_logit_diff = worst_,
+                                   .selected_tokens = selected_,
+                                   .selected_equal = selected_equal_};
         return stats;
     }
 

@@ -26,7 +26,8 @@ nlohmann::json memory_json(const EngineStats& stats) {
     out["backend"] = stats.backend;
     out["prefill_quantum"] = stats.prefill_quantum;
     out["prefill_chunk_tokens"] = stats.prefill_chunk_tokens;
-    if (!stats.device.is_null()) out["device"] = stats.device;
+    if (nlohmann::json device = backend_stats_json(stats.backend_stats); !device.is_null())
+        out["device"] = std::move(device);
     out["uptime_seconds"] = stats.uptime_seconds;
     return out;
 }
@@ -42,9 +43,8 @@ nlohmann::json prefill_json(const PrefillTotals& prefill) {
 nlohmann::json phases_json(const EngineStats& stats) {
     const GpuTiming& gpu = stats.gpu_timing;
     nlohmann::json out;
-    out["decode"] = stats.device.is_object() && stats.device.contains("decode_phases")
-                        ? stats.device["decode_phases"]
-                        : nlohmann::json(nullptr);
+    out["decode"] = stats.backend_stats.device ? stats.backend_stats.device->decode_phases
+                                               : nlohmann::json(nullptr);
     out["gpu_timing"] = {{"status", gpu.status}};
     out["gpu_timestamps_available"] = gpu.timestamps_available;
     out["gpu_windows"] = gpu.windows;

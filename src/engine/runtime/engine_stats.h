@@ -13,6 +13,7 @@
 
 #include "engine/experts/expert_stats.h"
 #include "engine/generate/prefill_counters.h"
+#include "engine/model/backend_stats.h"
 
 namespace cherenkov::engine {
 
@@ -51,8 +52,9 @@ struct EngineStats {
     std::optional<ExpertStats> experts;  // counters of the expert cache, when there is one
     PrefillTotals prefill;
     GpuTiming gpu_timing;
-    // The CUDA model's own figures (device memory, device pool, decode_phases); null on the cpu.
-    nlohmann::json device;
+    // The backend's own figures: the CUDA model's device memory, pool and decode phases (none on
+    // the cpu).
+    BackendStats backend_stats;
 };
 
 // The `memory_stats` object (CLI generation's stderr line, bench --json "memory").

@@ -14,10 +14,7 @@
 #include "base/log.h"
 #include "engine/cuda/cuda_model.h"
 #include "engine/cuda/device_info.h"
-#include "engine/experts/direct_expert_reader.h"
-#include "engine/experts/expert_cache.h"
 #include "engine/experts/expert_source_factory.h"
-#include "engine/experts/mapped_expert_table.h"
 #include "engine/experts/record_reader.h"
 #include "engine/experts/replacement_policy.h"
 #include "engine/runtime/checked_backend.h"
@@ -136,6 +133,9 @@ void validate_load_options(const LoadOptions& options) {
     if (options.io_threads < 0) throw_invalid("--io-threads must be 0 (automatic) or more");
     if (options.max_rows < 1) throw_invalid("rows per decode step must be at least 1");
     if (options.max_ctx < 1) throw_invalid("--max-ctx must be at least 1");
+    if (options.pool.mode == PoolMode::Staging) {
+        throw_invalid("--pool-gb staging: only --host-pool-gb stages reads for a device pool");
+    }
     if (options.backend != "cpu" && options.backend != "cuda" && options.backend != "auto") {
         throw_invalid("--backend '" + options.backend + "': expected cpu, cuda or auto");
     }
@@ -167,13 +167,18 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
     if (options.miss_bits != 0 && options.miss_bits != options.expert_bits)
         bits.push_back(options.miss_bits);
     const std::string store_dir = ensure_store_parts(options, options.store_dir, bits);
-    store::validate_store(store_dir);
+    // manifest.json and config.json are read once (config.json perhaps by the caller) and
+    // handed to what needs them. A store published while building parts is read afresh.
+    store::CheckedStore checked =
+        store::check_store(store_dir, store_dir == options.store_dir ? options.config : nullptr);
     std::unique_ptr<LoadedModel> loaded(new LoadedModel());
-    loaded->weights_ = load_model_weights(store_dir, WeightLoadOptions{.mtp = options.draft_head});
+    ExpertSourceOptions base;
+    base.cache.tables = find_expert_tables(store_dir, bits, checked.manifest);
+    loaded->weights_ =
+        load_model_weights(store_dir, std::move(checked.manifest), std::move(checked.config),
+                           WeightLoadOptions{.mtp = options.draft_head});
     loaded->expert_bits_ = options.expert_bits;
     loaded->prefill_quantum_ = options.prefill_quantum;
-    ExpertSourceOptions base;
-    base.cache.tables = find_expert_tables(store_dir, bits);
     base.cache.resident_bits = options.expert_bits;
     base.cache.miss_bits = options.miss_bits;
     base.cache.policy = parse_replacement_kind(options.policy);
@@ -199,12 +204,11 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
     // union serves any chunk, with more reads.
     const uint64_t cpu_chunk_scratch = static_cast<uint64_t>(options.prefill_quantum) *
                                        prefill_scratch_row_bytes(loaded->weights_->config);
-    // The host expert source with `pool` (or the table in place when `mapped`), and the CPU
-    // model over it.
-    const auto build_host_side = [&](const PoolSetting& pool, bool mapped) {
+    // The host expert source with `pool` (the table in place when Mapped), and the CPU model
+    // over it.
+    const auto build_host_side = [&](const PoolSetting& pool) {
         ExpertSourceOptions source = base;
         source.pool = pool;
-        source.mapped = mapped;
         BuiltExpertSource built = make_expert_source(std::move(source));
         loaded->model_.reset();
         loaded->experts_ = std::move(built.source);
@@ -216,23 +220,19 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
         loaded->backend_ = loaded->model_.get();
     };
     std::string backend = resolve_backend(options.backend);
+    if (backend == "cuda" && options.pool.mode == PoolMode::Mapped) {
+        throw_invalid(
+            "--pool-gb mapped uses the expert table in place on the cpu; with --backend cuda the "
+            "device pool needs a size (N, max or adaptive), and --host-pool-gb mapped maps the "
+            "table behind it");
+    }
     if (backend == "cuda") {
         // The device pool caches; the host pool stages reads into it (or is the RAM tier). The
         // chunk's activations are on the device, so the host keeps no scratch for them.
-        const std::string host = options.host_pool.empty() ? "staging" : options.host_pool;
         // The device copies records out of the host pool by DMA: buffered reads leave them out
         // of the CPU caches (record_reader.h; --tuning nt_fill=off for A/B runs).
         if (options.tuning.nt_fill) base.cache.open_reader = open_file_record_reader_for_dma;
-        if (host == "staging") {
-            const uint64_t step = static_cast<uint64_t>(base.max_rows * base.top_k);
-            const uint64_t slot = base.cache.tables.at(options.expert_bits).layout.record_bytes;
-            build_host_side(PoolSetting{.mode = PoolMode::Explicit, .bytes = 4 * step * slot},
-                            false);
-        } else if (host == "mapped") {
-            build_host_side(PoolSetting{}, true);
-        } else {
-            build_host_side(parse_pool_setting(host), false);
-        }
+        build_host_side(options.host_pool);
         cuda::CudaModelOptions device;
         device.pool = options.pool;
         device.max_rows = base.max_rows;
@@ -246,8 +246,8 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
                 cuda::make_cuda_model(*loaded->weights_, *loaded->experts_, device);
             loaded->backend_ = loaded->cuda_model_.get();
             loaded->pool_description_ =
-                loaded->cuda_model_->backend_stats().value("device_expert_pool", "") + "; host " +
-                loaded->pool_description_;
+                loaded->cuda_model_->backend_stats().device.value_or(DeviceFigures{}).expert_pool +
+                "; host " + loaded->pool_description_;
         } catch (const Error& e) {
             // `auto` asked for the GPU only if it can take the model; an explicit request fails.
             const bool fallback =
@@ -261,11 +261,7 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
     }
     if (backend == "cpu") {
         base.reserve_bytes = cpu_chunk_scratch;
-        if (options.pool == "mapped") {
-            build_host_side(PoolSetting{}, true);
-        } else {
-            build_host_side(parse_pool_setting(options.pool), false);
-        }
+        build_host_side(options.pool);
     }
     loaded->backend_name_ = backend;
     if (options.check) {
@@ -282,24 +278,7 @@ int64_t LoadedModel::prefill_chunk_tokens() const {
 }
 
 uint64_t LoadedModel::expert_bytes_read() const {
-    if (const auto* direct = dynamic_cast<const DirectExpertReader*>(experts_.get()))
-        return direct->bytes_read();
-    if (const auto* mapped = dynamic_cast<const MappedExpertTable*>(experts_.get()))
-        return mapped->bytes_served();
-    if (const auto* cache = dynamic_cast<const ExpertCache*>(experts_.get())) {
-        const LayerCounters total = cache->stats().total();
-        uint64_t bytes = 0;
-        for (const PrecisionCounters& q : total.quant)
-            bytes += q.demand.completed_bytes + q.prefetch.completed_bytes;
-        return bytes;
-    }
-    return 0;
-}
-
-nlohmann::json LoadedModel::expert_stats() const {
-    if (const auto* cache = dynamic_cast<const ExpertCache*>(experts_.get()))
-        return to_json(cache->stats());
-    return nullptr;
+    return experts_->figures().read_bytes;
 }
 
 EngineStats LoadedModel::observe(const SequenceState* state) const {
@@ -322,13 +301,12 @@ EngineStats LoadedModel::observe(const SequenceState* state) const {
     m.state_bytes = state != nullptr ? state->bytes() : 0;
     m.expert_record_bytes = experts_->layout().record_bytes;
     m.expert_pool_bytes = pool_bytes_;
-    if (const auto* cache = dynamic_cast<const ExpertCache*>(experts_.get())) {
-        stats.experts = cache->stats();
-    }
-    stats.experts_read_bytes = expert_bytes_read();
+    ExpertSourceFigures experts = experts_->figures();
+    stats.experts = std::move(experts.cache);
+    stats.experts_read_bytes = experts.read_bytes;
     stats.prefill = prefill_counters_.totals();
     if (cuda_model_) {
-        stats.device = cuda_model_->backend_stats();
+        stats.backend_stats = cuda_model_->backend_stats();
         // The CUDA model times host decode phases (decode_phases.h) but records no GPU
         // timestamps yet, so stage coverage is not measured.
         stats.gpu_timing.status =

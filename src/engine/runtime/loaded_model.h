@@ -11,6 +11,7 @@
 
 #include "engine/cpu/thread_pool.h"
 #include "engine/experts/expert_source.h"
+#include "engine/experts/pool_setting.h"
 #include "engine/model/model.h"
 #include "engine/model/model_weights.h"
 #include "engine/model/prefill_quantum.h"
@@ -26,8 +27,9 @@ struct LoadOptions {
     int expert_bits = 4;  // 4, 3 or 2: which expert table serves routed experts
     int miss_bits = 0;    // --miss-experts: precision of unpredicted misses (0: expert_bits)
     int threads = 0;      // 0: every online CPU
-    // --pool-gb: N (decimal GB), max, adaptive; 0: no cache; mapped (cpu): the table in place
-    std::string pool = "adaptive";
+    // --pool-gb: N (decimal GB), max, adaptive; 0: no cache; mapped (cpu): the table in place.
+    // With cuda it sizes the device expert pool (mapped is then refused).
+    PoolSetting pool;
     std::string policy = "lru";  // --cache-policy: lru or frequency
     float cut_weak = 0.0F;       // --cut-weak
     int io_threads = 0;          // expert reads in flight; 0: half the online CPUs, 4 to 8
@@ -35,11 +37,11 @@ struct LoadOptions {
     // cpu, cuda, or auto (cuda when this build has CUDA and a device is present).
     std::string backend = "cpu";
     // With cuda, `pool` sizes the device expert pool and this the host cache the device pool is
-    // filled from (the RAM tier). Empty: a staging pool of a few layer-steps, so misses of the
-    // device pool read the store (through the page cache when buffered_io). "mapped": no host
-    // cache, the table is mapped, page-locked and copied from in place (engine/experts/
-    // mapped_expert_table.h; needs RAM for the whole table).
-    std::string host_pool;
+    // filled from (the RAM tier). Staging: a pool of a few layer-steps, so misses of the device
+    // pool read the store (through the page cache when buffered_io). Mapped: no host cache, the
+    // table is mapped, page-locked and copied from in place (engine/experts/
+    // mapped_expert_table.h; needs RAM for the whole table). Not used on the cpu.
+    PoolSetting host_pool = PoolSetting::of(PoolMode::Staging);
     bool buffered_io = false;  // read experts through the page cache instead of O_DIRECT
     bool check = false;        // cuda: also run the CPU model and report divergence (slow)
     int64_t max_ctx = 4096;    // context the device memory plan leaves room for
@@ -57,6 +59,10 @@ struct LoadOptions {
     // rebuilt from experts.bin at load and published as build_missing_store publishes them,
     // even when valid. Needs a low-bit precision (validate_load_options).
     bool repack = false;
+    // config.json of store_dir when the caller parsed it already (the CLI checks the context
+    // against it before loading), so it is not read again; null: load() reads it. Must outlive
+    // load().
+    const model_data::qwen4_exp::Config* config = nullptr;
     // The index entry store_dir was resolved from (store::resolve_model), or null for a store
     // directory given directly. Tables built at load are then published as a new store of that
     // model, and *resolved names the new store and holds its lease. Must outlive load().
@@ -104,8 +110,6 @@ public:
 
     // Bytes read from expert tables so far.
     uint64_t expert_bytes_read() const;
-    // The expert cache's counters as JSON (null without a cache).
-    nlohmann::json expert_stats() const;
     // One line for logs: how the pool was sized.
     const std::string& pool_description() const { return pool_description_; }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "engine/experts/pool_setting.h"
 #include "engine/model/prefill_quantum.h"
 #include "serving/config/generation_defaults.h"
 #include "serving/http_server.h"
@@ -44,8 +45,10 @@ struct LimitSettings {
 struct ExpertSettings {
     int64_t resident_bits = 4;
     int64_t miss_bits = 0;  // 0: as resident_bits
-    std::string pool_gb = "adaptive";
-    std::string host_pool_gb = "staging";
+    // --pool-gb and --host-pool-gb as the engine takes them; the file spells them as numbers of
+    // decimal GB or words (engine::pool_setting_text).
+    engine::PoolSetting pool_gb;
+    engine::PoolSetting host_pool_gb = engine::PoolSetting::of(engine::PoolMode::Staging);
     std::string cache_policy = "lru";
     double cut_weak = 0.0;
     int64_t io_threads = 0;  // 0: half the online CPUs, 4 to 8

@@ -44,6 +44,9 @@ SettingValue to_value(float v) {
 SettingValue to_value(const std::string& v) {
     return v;
 }
+SettingValue to_value(const engine::PoolSetting& v) {
+    return engine::pool_setting_text(v);
+}
 
 void from_value(const SettingValue& value, bool& field) {
     field = std::get<bool>(value);
@@ -65,6 +68,18 @@ void from_value(const SettingValue& value, float& field) {
 }
 void from_value(const SettingValue& value, std::string& field) {
     field = std::get<std::string>(value);
+}
+// An Amount checked by check_value: one of the setting's words, or a number of decimal GB in
+// range, spelled as check_value spells it (which may be "1e-07").
+void from_value(const SettingValue& value, engine::PoolSetting& field) {
+    const std::string& text = std::get<std::string>(value);
+    double gb = 0;
+    const auto result = std::from_chars(text.data(), text.data() + text.size(), gb);
+    if (result.ec == std::errc() && result.ptr == text.data() + text.size()) {
+        field = engine::PoolSetting::gb(gb);
+        return;
+    }
+    field = engine::parse_pool_setting(text, engine::PoolFlag::HostPool);
 }
 
 // `access` is a generic lambda returning a reference to the field of a (const) ServeConfig.

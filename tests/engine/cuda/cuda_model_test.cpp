@@ -41,7 +41,7 @@ struct CudaFixture {
         : cpu(checkpoint),
           experts(cpu.weights->store_dir + "/experts.bin", cpu.weights->manifest.experts) {
         engine::cuda::CudaModelOptions options;
-        options.pool = pool;
+        options.pool = engine::parse_pool_setting(pool);
         options.max_ctx = 512;
         options.prefill_quantum = prefill_quantum;
         options.tuning = tuning;
@@ -310,7 +310,7 @@ TEST(CudaModel, WholeDecodeStepsReplayedAsOneGraphGiveTheCpuText) {
     for (int drafts = 0; drafts <= 2; ++drafts) {
         EXPECT_EQ(generate(*f.gpu, prompt, drafts), expected) << "drafts " << drafts;
     }
-    const nlohmann::json stats = f.gpu->backend_stats();
+    const nlohmann::json stats = engine::backend_stats_json(f.gpu->backend_stats());
     EXPECT_GT(stats["cuda_step_graph_captures"].get<uint64_t>(), 0U);
     // A key's first step runs kernel by kernel, its second is captured; the rest are replays.
     EXPECT_GT(stats["cuda_step_graph_launches"].get<uint64_t>(),
@@ -318,13 +318,15 @@ TEST(CudaModel, WholeDecodeStepsReplayedAsOneGraphGiveTheCpuText) {
 
     CudaFixture off("tiny_a/hf_flat_fused", "max", 64, engine::Tuning{.cuda_graphs = false});
     EXPECT_EQ(generate(*off.gpu, prompt, 2), expected);
-    EXPECT_EQ(off.gpu->backend_stats()["cuda_step_graph_launches"].get<uint64_t>(), 0U);
+    EXPECT_EQ(engine::backend_stats_json(off.gpu->backend_stats())["cuda_step_graph_launches"]
+                  .get<uint64_t>(),
+              0U);
 
     // A pool too small for the table routes every layer on the host: each layer's work up to
     // the routing read-back (QSA and PLE layers included) is replayed as a graph instead.
     CudaFixture small("tiny_a/hf_flat_fused", minimal_pool("tiny_a/hf_flat_fused"));
     EXPECT_EQ(generate(*small.gpu, prompt, 2), expected);
-    const nlohmann::json small_stats = small.gpu->backend_stats();
+    const nlohmann::json small_stats = engine::backend_stats_json(small.gpu->backend_stats());
     EXPECT_EQ(small_stats["cuda_step_graph_launches"].get<uint64_t>(), 0U);
     EXPECT_GT(small_stats["cuda_graph_launches"].get<uint64_t>(),
               small_stats["cuda_graph_captures"].get<uint64_t>());
@@ -375,8 +377,8 @@ TEST(CudaModel, LayersHeldWholeAreRoutedOnTheDeviceWithTheHostPathsBits) {
         for (size_t i = 0; i < on_device.size(); ++i)
             EXPECT_EQ(on_device[i], on_host[i]) << "call " << i << " graphs " << graphs;
 
-        const nlohmann::json full_stats = full.gpu->backend_stats();
-        const nlohmann::json small_stats = small.gpu->backend_stats();
+        const nlohmann::json full_stats = engine::backend_stats_json(full.gpu->backend_stats());
+        const nlohmann::json small_stats = engine::backend_stats_json(small.gpu->backend_stats());
         // The prompt routes to every expert of the 4 trunk layers; 12 decode calls × 4 layers.
         EXPECT_EQ(full_stats["device_routed_layers"].get<int64_t>(), 4) << graphs;
         EXPECT_EQ(full_stats["device_routed_calls"].get<uint64_t>(), 48U) << graphs;
@@ -413,7 +415,7 @@ TEST(CudaModel, GraphsAndSideStreamsGiveTheSameBitsAsOneStream) {
                                     .side_streams = streams[0] == '1'};
         CudaFixture f("tiny_a/hf_flat_fused", "max", 64, tuning);
         outputs.push_back(generate(*f.gpu, prompt, 2));
-        const nlohmann::json stats = f.gpu->backend_stats();
+        const nlohmann::json stats = engine::backend_stats_json(f.gpu->backend_stats());
         EXPECT_EQ(stats["cuda_side_streams"].get<bool>(), streams[0] == '1');
         // Layer segments (while the pool fills) and whole steps (once every layer is routed on
         // the device).
@@ -437,10 +439,12 @@ TEST(CudaModel, SmallPrefillQuantumPrefillsALongerPromptInChunksIdentically) {
     CudaFixture small("tiny_a/hf_flat_fused", "max", 5);
     EXPECT_EQ(large.gpu->max_rows_per_call(), 256);
     EXPECT_EQ(small.gpu->max_rows_per_call(), 5);
-    const nlohmann::json small_stats = small.gpu->backend_stats();
+    const nlohmann::json small_stats = engine::backend_stats_json(small.gpu->backend_stats());
     EXPECT_EQ(small_stats["prefill_rows_per_call"].get<int64_t>(), 5);
-    EXPECT_LT(small_stats["device_scratch_reserved_bytes"].get<uint64_t>(),
-              large.gpu->backend_stats()["device_scratch_reserved_bytes"].get<uint64_t>());
+    EXPECT_LT(
+        small_stats["device_scratch_reserved_bytes"].get<uint64_t>(),
+        engine::backend_stats_json(large.gpu->backend_stats())["device_scratch_reserved_bytes"]
+            .get<uint64_t>());
 
     ReferenceFile reference("tiny_a/reference/logits.safetensors");
     const std::vector<int32_t> tokens = reference.tokens("input_ids.len33");
@@ -483,12 +487,12 @@ TEST(CudaModel, AMappedTableGivesTheSameBitsAsReadRecords) {
     engine::MappedExpertTable mapped(cpu.weights->store_dir + "/experts.bin",
                                      cpu.weights->manifest.experts);
     engine::cuda::CudaModelOptions options;
-    options.pool = minimal_pool(checkpoint);
+    options.pool = engine::parse_pool_setting(minimal_pool(checkpoint));
     options.max_ctx = 512;
     options.prefill_quantum = 64;
     const std::unique_ptr<engine::ModelBackend> gpu =
         engine::cuda::make_cuda_model(*cpu.weights, mapped, options);
-    EXPECT_EQ(gpu->backend_stats().value("host_records_page_locked_bytes", uint64_t{0}),
+    EXPECT_EQ(engine::backend_stats_json(gpu->backend_stats()).value("host_records_page_locked_bytes", uint64_t{0}),
               cpu.weights->manifest.experts.file_bytes());
     ReferenceFile reference("tiny_a/reference/logits.safetensors");
     const std::vector<int32_t> prompt = reference.tokens("input_ids.chat");
@@ -503,7 +507,7 @@ TEST(CudaModel, PrefillQuantumOutOfRangeNamesTheFlag) {
     engine::DirectExpertReader experts(cpu.weights->store_dir + "/experts.bin",
                                        cpu.weights->manifest.experts);
     engine::cuda::CudaModelOptions options;
-    options.pool = "max";
+    options.pool = engine::PoolSetting::of(engine::PoolMode::Max);
     options.max_ctx = 512;
     options.prefill_quantum = 0;
     try {

@@ -24,7 +24,7 @@ struct DeviceModel {
         : cpu(checkpoint),
           experts(cpu.weights->store_dir + "/experts.bin", cpu.weights->manifest.experts) {
         engine::cuda::CudaModelOptions options;
-        options.pool = "max";
+        options.pool = engine::PoolSetting::of(engine::PoolMode::Max);
         options.max_ctx = 256;
         options.prefill_quantum = 64;
         gpu = engine::cuda::make_cuda_model(*cpu.weights, experts, options);

@@ -88,7 +88,7 @@ TEST(MappedExpertTable, TheFactoryBuildsItAndRefusesMixedPrecision) {
     ExpertSourceOptions options;
     options.cache.tables[4] = testing::write_test_table(dir, "experts.bin", 4, 2, 8);
     options.cache.tables[2] = testing::write_test_table(dir, "experts2.bin", 2, 2, 8);
-    options.mapped = true;
+    options.pool = PoolSetting::of(PoolMode::Mapped);
     options.max_rows = 2;
     options.top_k = 3;
     const BuiltExpertSource built = make_expert_source(options);

@@ -25,7 +25,8 @@ std::string run_checked(engine::ModelBackend& primary, engine::ModelBackend& ref
     checked->forward(state, tokens, options);
     checked->forward(state, std::vector<int32_t>{tokens.front()}, engine::ForwardOptions{});
     const std::string err = ::testing::internal::GetCapturedStderr();
-    EXPECT_EQ(checked->backend_stats()["check"]["calls"].get<int64_t>(), 2);
+    EXPECT_EQ(engine::backend_stats_json(checked->backend_stats())["check"]["calls"].get<int64_t>(),
+              2);
     return err;
 }
 
@@ -79,7 +80,7 @@ TEST(CheckedBackend, PassesATokenSelectionThroughAndComparesBothSides) {
     ASSERT_EQ(draft.tokens.size(), 1U);
     EXPECT_NE(err.find("check: forward 1 rows: max |logit diff| 0 "), std::string::npos) << err;
     EXPECT_EQ(err.find("picked token"), std::string::npos) << err;
-    const nlohmann::json stats = checked->backend_stats()["check"];
+    const nlohmann::json stats = engine::backend_stats_json(checked->backend_stats())["check"];
     EXPECT_EQ(stats["selected_tokens"].get<int64_t>(), 2);
     EXPECT_EQ(stats["selected_equal"].get<int64_t>(), 2);
 

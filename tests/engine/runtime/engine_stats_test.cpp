@@ -23,7 +23,7 @@ std::unique_ptr<LoadedModel> load_tiny(const testing::TempDir& temp, const std::
     options.store_dir = prepare.output_dir;
     options.backend = "cpu";
     options.threads = 1;
-    options.pool = pool;
+    options.pool = parse_pool_setting(pool);
     return LoadedModel::load(options);
 }
 

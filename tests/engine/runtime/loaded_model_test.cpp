@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 
 #include "base/error.h"
@@ -41,7 +42,7 @@ LoadOptions cpu_options(const std::string& store_dir) {
     options.store_dir = store_dir;
     options.backend = "cpu";
     options.threads = 1;
-    options.pool = "0";
+    options.pool = PoolSetting::gb(0);
     return options;
 }
 
@@ -99,6 +100,35 @@ TEST(LoadOptionsCheck, RejectsBeforeTouchingTheStore) {
         EXPECT_EQ(error.kind(), ErrorKind::InvalidInput);  // not NotFound for the directory
         EXPECT_NE(std::string(error.what()).find("--cut-weak"), std::string::npos);
     }
+}
+
+TEST(LoadedModelOptions, AMappedDevicePoolIsRefusedBeforeTheHostSideIsBuilt) {
+    testing::TempDir temp;
+    LoadOptions options = cpu_options(pack_q4(temp));
+    options.backend = "cuda";
+    options.pool = PoolSetting::of(PoolMode::Mapped);
+    try {
+        LoadedModel::load(options);
+        FAIL();
+    } catch (const Error& error) {
+        EXPECT_EQ(error.kind(), ErrorKind::InvalidInput);
+        EXPECT_NE(std::string(error.what()).find("--pool-gb mapped"), std::string::npos)
+            << error.what();
+    }
+}
+
+// The caller's parsed config.json is used as it is: load() does not read the file again.
+TEST(LoadedModelOptions, AConfigParsedByTheCallerIsNotReadAgain) {
+    testing::TempDir temp;
+    const std::string store_dir = pack_q4(temp);
+    const model_data::qwen4_exp::Config config = load_model_weights(store_dir)->config;
+    { std::ofstream(store_dir + "/config.json") << "not json"; }
+    LoadOptions options = cpu_options(store_dir);
+    options.config = &config;
+    const std::unique_ptr<LoadedModel> loaded = LoadedModel::load(options);
+    EXPECT_EQ(loaded->weights().config.num_hidden_layers, config.num_hidden_layers);
+    options.config = nullptr;
+    EXPECT_THROW(LoadedModel::load(options), Error);
 }
 
 TEST(LoadedModelDrafts, NoDraftsOmitsTheMtpHead) {

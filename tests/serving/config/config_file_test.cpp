@@ -103,8 +103,8 @@ TEST(ConfigFile, ParsesEveryKey) {
     EXPECT_EQ(c.limits.state_memory_gb, "12.5");
     EXPECT_EQ(c.experts.resident_bits, 4);
     EXPECT_EQ(c.experts.miss_bits, 2);
-    EXPECT_EQ(c.experts.pool_gb, "20");
-    EXPECT_EQ(c.experts.host_pool_gb, "mapped");
+    EXPECT_EQ(c.experts.pool_gb, engine::PoolSetting::gb(20));
+    EXPECT_EQ(c.experts.host_pool_gb, engine::PoolSetting::of(engine::PoolMode::Mapped));
     EXPECT_EQ(c.experts.cache_policy, "frequency");
     EXPECT_DOUBLE_EQ(c.experts.cut_weak, 0.05);
     EXPECT_EQ(c.experts.io_threads, 6);

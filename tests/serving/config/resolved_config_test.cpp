@@ -39,7 +39,7 @@ TEST(ResolvedConfig, AFlagEqualToTheDefaultStillOverridesTheFile) {
     const ResolvedConfig r =
         resolve_config(&file, {{"experts.pool_gb", std::string("adaptive"), "--pool-gb"},
                                {"defaults.stop_at_eos", true, "--no-eos"}});
-    EXPECT_EQ(r.values.experts.pool_gb, "adaptive");
+    EXPECT_EQ(r.values.experts.pool_gb, engine::PoolSetting::of(engine::PoolMode::Adaptive));
     EXPECT_TRUE(r.values.defaults.stop_at_eos);
     EXPECT_EQ(r.source("experts.pool_gb"), SettingSource::Flag);
 }
