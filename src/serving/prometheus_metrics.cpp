@@ -129,6 +129,14 @@ std::string render_prometheus_metrics(const MetricsInput& input) {
     out.sample("cherenkov_requests_queued", static_cast<uint64_t>(input.worker.queued));
     out.family("cherenkov_ready", "gauge", "1 once the model is loaded and requests are served");
     out.sample("cherenkov_ready", uint64_t{input.ready ? 1U : 0U});
+    out.family("cherenkov_gpu_timeline_seconds_total", "counter",
+               "GPU timeline of the timed decode and MTP calls (CUDA)");
+    out.sample("cherenkov_gpu_timeline_seconds_total",
+               engine != nullptr ? engine->gpu_timing.timeline_seconds : 0.0);
+    out.family("cherenkov_gpu_stage_seconds_total", "counter",
+               "The part of that timeline with queued GPU work (the rest: handoff gaps)");
+    out.sample("cherenkov_gpu_stage_seconds_total",
+               engine != nullptr ? engine->gpu_timing.stage_seconds : 0.0);
     out.family("cherenkov_uptime_seconds", "gauge", "Seconds since the model finished loading");
     out.sample("cherenkov_uptime_seconds", engine != nullptr ? engine->uptime_seconds : 0.0);
     return out.take();

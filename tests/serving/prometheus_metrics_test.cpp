@@ -19,6 +19,8 @@ TEST(PrometheusMetrics, RendersCountersGaugesAndHistograms) {
     engine.experts->layer(1).experts.misses = 3;
     engine.experts_read_bytes = 12345;
     engine.memory.rss_bytes = 1000;
+    engine.gpu_timing.timeline_seconds = 0.5;
+    engine.gpu_timing.stage_seconds = 0.25;
     RequestMetrics metrics;
     metrics.record({.outcome = RequestOutcome::Length,
                     .prompt_tokens = 5,
@@ -55,6 +57,9 @@ TEST(PrometheusMetrics, RendersCountersGaugesAndHistograms) {
     EXPECT_TRUE(has_line(text, "cherenkov_decode_tokens_per_second_bucket{le=\"5\"} 0"));
     EXPECT_TRUE(has_line(text, "cherenkov_requests_running 1"));
     EXPECT_TRUE(has_line(text, "cherenkov_ready 1"));
+    EXPECT_TRUE(has_line(text, "# TYPE cherenkov_gpu_stage_seconds_total counter"));
+    EXPECT_TRUE(has_line(text, "cherenkov_gpu_timeline_seconds_total 0.5"));
+    EXPECT_TRUE(has_line(text, "cherenkov_gpu_stage_seconds_total 0.25"));
 }
 
 TEST(PrometheusMetrics, BeforeTheFirstObservationCountersAreZero) {

@@ -401,6 +401,7 @@ public:
                         int32_t token, int64_t position, int64_t step,
                         const TokenSelection* select) override;
     BackendStats backend_stats() const override;
+    GpuStageTotals gpu_stage_totals() const override;
     int64_t max_rows_per_call() const override { return prefill_rows_; }
 
 private:
@@ -543,6 +544,8 @@ private:
     uint64_t step_graph_launches_ = 0;
     bool in_step_graph_ = false;  // inside a whole-step body: layers queue kernels only
     DecodePhases decode_phases_;
+    // GPU stage coverage of decode and MTP calls; mutable: reading it folds in finished windows.
+    mutable std::unique_ptr<GpuStageTimer> stage_timer_;  // made once stream_ exists
     uint64_t device_routed_calls_ = 0;  // MoE layer calls routed on the device
 };
 
@@ -565,6 +568,7 @@ CudaModel::CudaModel(const ModelWeights& weights, ExpertSource& experts,
     device_name_ = prop.name;
     device_total_bytes_ = prop.totalGlobalMem;
     CHERENKOV_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    stage_timer_ = std::make_unique<GpuStageTimer>(stream_);
     // Layer temporaries come from the stream-ordered pool (DeviceScratch); keep what it has
     // reserved instead of returning it to the driver at every synchronization.
     cudaMemPool_t mem_pool = nullptr;
@@ -1006,6 +1010,9 @@ ForwardResult CudaModel::forward_in_arena(SequenceState& state, std::span<const 
                                              stream_));
     }
 
+    // A decode call (no trace) is one GPU timing window, from its inputs' upload to its head.
+    const bool timed = n_rows <= kMaxGemvRows && options.trace == nullptr;
+    if (timed) stage_timer_->begin_window();
     // The step's variable inputs in one upload: the position (QSA kernels read it on the device)
     // and the token ids.
     StepInputs inputs(state.position, tokens, stream_);
@@ -1027,6 +1034,7 @@ ForwardResult CudaModel::forward_in_arena(SequenceState& state, std::span<const 
 
     DeviceContext ctx = context(options.trace, "");
     ctx.position = inputs.position();
+    if (timed) ctx.stages = stage_timer_.get();
     const auto step = [&] {
         launch_dependent(embed_kernel, dim3(static_cast<unsigned>(n_rows)), dim3(256), 0, stream_,
                          device_->embed, inputs.tokens(), c.hc_count, x.data(), embedded.data());
@@ -1063,6 +1071,7 @@ ForwardResult CudaModel::forward_in_arena(SequenceState& state, std::span<const 
         step();
     }
     experts_.end_step();
+    if (timed) stage_timer_->end_window();
 
     if (options.keep_residuals) {
         const size_t at = state.pending_residuals.size();
@@ -1227,6 +1236,11 @@ MtpResult CudaModel::mtp_rows_in_arena(SequenceState& state, const float* residu
     const size_t layer_index = static_cast<size_t>(step) % mtp.layers.size();
     DeviceSequence& dev = device_state(state);
     DeviceContext ctx = context(trace, "mtp.");
+    const bool timed = n_rows <= kMaxGemvRows && trace == nullptr;
+    if (timed) {
+        stage_timer_->begin_window();
+        ctx.stages = stage_timer_.get();
+    }
     const StepInputs inputs(first_position, tokens, stream_);
     ctx.position = inputs.position();
 
@@ -1287,11 +1301,16 @@ MtpResult CudaModel::mtp_rows_in_arena(SequenceState& state, const float* residu
         call();
     }
     experts_.end_step();
+    if (timed) stage_timer_->end_window();
 
     head_collect(select, head_out, result.logits, result.tokens);
     result.last_residual.resize(static_cast<size_t>(width));
     download(result.last_residual.data(), x.data() + (n_rows - 1) * width, width);
     return result;
+}
+
+GpuStageTotals CudaModel::gpu_stage_totals() const {
+    return stage_timer_->totals();
 }
 
 BackendStats CudaModel::backend_stats() const {

@@ -9,8 +9,8 @@
 #include <memory>
 #include <string>
 
-#include "engine/experts/replacement_policy.h"
 #include "engine/experts/pool_setting.h"
+#include "engine/experts/replacement_policy.h"
 #include "engine/model/model_backend.h"
 #include "engine/model/model_weights.h"
 #include "engine/model/prefill_quantum.h"

@@ -16,6 +16,7 @@
 
 #include "engine/cuda/cuda_check.cuh"
 #include "engine/cuda/decode_phases.h"
+#include "engine/cuda/gpu_stage_timer.cuh"
 #include "engine/cuda/device_weights.h"
 #include "engine/model/forward_trace.h"
 #include "model_data/qwen4_exp/config.h"
@@ -239,6 +240,9 @@ struct DeviceContext {
     int64_t trace_step = 0;
     // Host phase timing of the current layer when it is a timed decode call, else null.
     DecodePhases* phases = nullptr;
+    // GPU stage marks of a timed decode or MTP call, else null: Pause before the host blocks on
+    // the GPU or on expert reads, Resume before it queues work again.
+    GpuStageTimer* stages = nullptr;
 
     float eps() const { return static_cast<float>(config->rms_norm_eps); }
     // With a trace: waits for the stream and copies `n` device floats into trace[prefix+name].

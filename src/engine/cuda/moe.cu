@@ -633,7 +633,10 @@ void RoutedExperts::run(std::span<const ExpertRequest> requests, DecodePhaseTime
         const BatchFence fence{pool_, wait_copies};
         size_t index = 0;
         ExpertWeights expert;
+        // The device may run dry while the host waits for a record: a handoff gap.
+        if (ctx_.stages != nullptr) ctx_.stages->pause();
         while (batch->next(&index, &expert)) {
+            if (ctx_.stages != nullptr) ctx_.stages->resume();
             timer.lap(&DecodePhases::read_wait_seconds);
             const int32_t id = part[index].expert;
             if (decode_) {
@@ -642,7 +645,9 @@ void RoutedExperts::run(std::span<const ExpertRequest> requests, DecodePhaseTime
                 run_prefill(id, expert);
             }
             timer.lap(&DecodePhases::miss_queue_seconds);
+            if (ctx_.stages != nullptr) ctx_.stages->pause();
         }
+        if (ctx_.stages != nullptr) ctx_.stages->resume();
         timer.lap(&DecodePhases::read_wait_seconds);
         flush();
         timer.lap(&DecodePhases::miss_queue_seconds);
@@ -995,6 +1000,7 @@ void moe_finish(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, c
     // The same buffer moe_route read back into (its size was grown there).
     auto* staging = static_cast<std::byte*>(ctx.expert_pool->host_staging(layout.total));
     DecodePhaseTimer timer(ctx.phases);
+    if (ctx.stages != nullptr) ctx.stages->pause();
     CHERENKOV_CUDA_CHECK(cudaStreamSynchronize(stream));
     timer.lap(&DecodePhases::routing_wait_seconds);
     const auto* experts = reinterpret_cast<const int32_t*>(staging + layout.readback);
@@ -1023,6 +1029,7 @@ void moe_finish(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, c
     // Shared expert first: the device works on it while the first records are fetched.
     DeviceScratch<float> shared(static_cast<size_t>(n_rows * h), stream);
     DeviceScratch<float> shared_gate(static_cast<size_t>(n_rows), stream);
+    if (ctx.stages != nullptr) ctx.stages->resume();
     shared_expert(weights, mix, n_rows, shared.data(), shared_gate.data(), ctx);
 
     RoutedExperts routed_experts(weights, mix, n_rows, {experts, n_tk}, staging, layout, ctx);

@@ -16,6 +16,7 @@
 
 #include "engine/model/backend_stats.h"
 #include "engine/model/forward_trace.h"
+#include "engine/model/gpu_stage_totals.h"
 #include "engine/model/sequence_state.h"
 #include "engine/model/token_selector.h"
 #include "model_data/qwen4_exp/config.h"
@@ -93,6 +94,10 @@ public:
     // The backend's own figures (device memory and pool, --check's comparison); none by default.
     // Serialised by backend_stats_json for memory_stats.
     virtual BackendStats backend_stats() const { return {}; }
+
+    // GPU stage coverage of the decode and MTP calls so far (a backend without GPU timestamps:
+    // unavailable). Reads finished timestamps only; never waits for the device.
+    virtual GpuStageTotals gpu_stage_totals() const { return {}; }
 };
 
 }  // namespace cherenkov::engine

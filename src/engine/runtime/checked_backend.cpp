@@ -251,6 +251,8 @@ public:
     // The reference takes any number of rows; the backend under test sets the limit.
     int64_t max_rows_per_call() const override { return primary_.max_rows_per_call(); }
 
+    GpuStageTotals gpu_stage_totals() const override { return primary_.gpu_stage_totals(); }
+
     BackendStats backend_stats() const override {
         BackendStats stats = primary_.backend_stats();
         stats.check = CheckFigures{.calls = calls_,

@@ -1,5 +1,7 @@
 #include "engine/runtime/engine_stats.h"
 
+#include <algorithm>
+
 namespace cherenkov::engine {
 namespace {
 
@@ -32,6 +34,29 @@ nlohmann::json memory_json(const EngineStats& stats) {
     return out;
 }
 
+GpuTiming gpu_timing_of(const GpuStageTotals& totals) {
+    GpuTiming gpu;
+    gpu.windows = totals.windows;
+    gpu.invalid_windows = totals.invalid_windows;
+    gpu.timeline_seconds = totals.timeline_seconds;
+    gpu.stage_seconds = totals.stage_seconds;
+    if (!totals.error.empty()) {
+        gpu.status = "failed: " + totals.error;
+    } else if (!totals.available) {
+        gpu.status = "unavailable: the backend records no GPU stage timestamps";
+        return gpu;
+    } else {
+        gpu.status = "ok";
+        gpu.timestamps_available = true;
+    }
+    if (totals.windows > 0 && totals.timeline_seconds > 0.0) {
+        const double stage = std::clamp(totals.stage_fraction(), 0.0, 1.0);
+        gpu.stage_fraction = stage;
+        gpu.handoff_gap_fraction = 1.0 - stage;
+    }
+    return gpu;
+}
+
 nlohmann::json prefill_json(const PrefillTotals& prefill) {
     return {{"chunks", prefill.chunks},
             {"tokens", prefill.tokens},
@@ -51,6 +76,8 @@ nlohmann::json phases_json(const EngineStats& stats) {
     out["invalid_gpu_windows"] = gpu.invalid_windows;
     out["gpu_stage_fraction"] = optional_number(gpu.stage_fraction);
     out["gpu_handoff_gap_fraction"] = optional_number(gpu.handoff_gap_fraction);
+    out["gpu_timeline_seconds"] = gpu.timeline_seconds;
+    out["gpu_stage_seconds"] = gpu.stage_seconds;
     return out;
 }
 

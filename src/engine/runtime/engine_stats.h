@@ -14,6 +14,7 @@
 #include "engine/experts/expert_stats.h"
 #include "engine/generate/prefill_counters.h"
 #include "engine/model/backend_stats.h"
+#include "engine/model/gpu_stage_totals.h"
 
 namespace cherenkov::engine {
 
@@ -26,7 +27,14 @@ struct GpuTiming {
     uint64_t invalid_windows = 0;
     std::optional<double> stage_fraction;
     std::optional<double> handoff_gap_fraction;
+    double timeline_seconds = 0.0;  // the valid windows' GPU timelines, summed
+    double stage_seconds = 0.0;     // their stage (covered) parts
 };
+
+// The seed's view of a backend's stage totals: status "ok" while timestamps are recorded,
+// "failed: error" once the timer failed, "unavailable: why" for a backend that records none;
+// fractions from the valid windows only.
+GpuTiming gpu_timing_of(const GpuStageTotals& totals);
 
 struct MemoryFigures {
     uint64_t rss_bytes = 0;

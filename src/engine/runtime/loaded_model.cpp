@@ -307,10 +307,7 @@ EngineStats LoadedModel::observe(const SequenceState* state) const {
     stats.prefill = prefill_counters_.totals();
     if (cuda_model_) {
         stats.backend_stats = cuda_model_->backend_stats();
-        // The CUDA model times host decode phases (decode_phases.h) but records no GPU
-        // timestamps yet, so stage coverage is not measured.
-        stats.gpu_timing.status =
-            "unavailable: the cuda backend does not record GPU stage timestamps";
+        stats.gpu_timing = gpu_timing_of(cuda_model_->gpu_stage_totals());
     } else {
         stats.gpu_timing.status = "not applicable: the " + backend_name_ + " backend has no GPU";
     }

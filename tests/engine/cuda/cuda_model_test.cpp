@@ -402,6 +402,45 @@ TEST(CudaModel, LayersHeldWholeAreRoutedOnTheDeviceWithTheHostPathsBits) {
     }
 }
 
+// Decode and MTP calls are timed on the GPU (seed "Phase timing"): one window per call of at most
+// a decode step's rows, none for a prefill call. A step routed wholly on the device is one stage
+// (its timeline all covered); layers routed on the host leave handoff gaps (routing read-backs).
+TEST(CudaModel, DecodeCallsAreTimedOnTheGpuWithHandoffGapsOnlyOnTheHostPath) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    ReferenceFile reference("tiny_a/reference/logits.safetensors");
+    const std::vector<int32_t> prompt = reference.tokens("input_ids.chat");
+    ASSERT_GT(prompt.size(), 8U);  // its prefill is no decode call
+    const auto decode = [&](engine::ModelBackend& model) {
+        engine::SequenceState state = model.new_sequence(256);
+        model.forward(state, prompt, {});
+        for (size_t step = 0; step < 6; ++step) {
+            const std::vector<int32_t> token{prompt[step]};
+            model.forward(state, token, {});
+        }
+        return model.gpu_stage_totals();
+    };
+    CudaFixture full("tiny_a/hf_flat_fused", "max");
+    CudaFixture small("tiny_a/hf_flat_fused", minimal_pool("tiny_a/hf_flat_fused"));
+    for (auto* f : {&full, &small}) {
+        const engine::GpuStageTotals totals = decode(*f->gpu);
+        EXPECT_TRUE(totals.available) << totals.error;
+        EXPECT_EQ(totals.windows, 6U);
+        EXPECT_EQ(totals.invalid_windows, 0U);
+        EXPECT_GT(totals.timeline_seconds, 0.0);
+        EXPECT_GT(totals.stage_seconds, 0.0);
+        EXPECT_LE(totals.stage_seconds, totals.timeline_seconds);
+    }
+    ASSERT_GT(engine::backend_stats_json(full.gpu->backend_stats())["cuda_step_graph_launches"].get<uint64_t>(), 0U);
+    const engine::GpuStageTotals whole = full.gpu->gpu_stage_totals();
+    EXPECT_EQ(whole.stage_seconds, whole.timeline_seconds);
+    const engine::GpuStageTotals host = small.gpu->gpu_stage_totals();
+    EXPECT_LT(host.stage_seconds, host.timeline_seconds);
+    // Generation with drafts adds the MTP calls' windows.
+    generate(*small.gpu, prompt, 2);
+    EXPECT_GT(small.gpu->gpu_stage_totals().windows, host.windows + 2);
+    EXPECT_EQ(small.gpu->gpu_stage_totals().invalid_windows, 0U);
+}
+
 // Decode segments replayed as CUDA graphs, and independent projections on side streams, give
 // the same bits as launching every kernel on one stream.
 TEST(CudaModel, GraphsAndSideStreamsGiveTheSameBitsAsOneStream) {

@@ -95,3 +95,41 @@ TEST(EngineStats, WithoutACacheThereAreNoExpertCounters) {
 
 }  // namespace
 }  // namespace cherenkov::engine
+
+namespace cherenkov::engine {
+namespace {
+
+TEST(GpuTimingOf, StatusAndFractionsFollowTheBackendsTotals) {
+    const GpuTiming none = gpu_timing_of(GpuStageTotals{});
+    EXPECT_EQ(none.status.rfind("unavailable", 0), 0U);
+    EXPECT_FALSE(none.timestamps_available);
+    EXPECT_FALSE(none.stage_fraction.has_value());
+
+    GpuStageTotals totals;
+    totals.available = true;
+    const GpuTiming waiting = gpu_timing_of(totals);  // timing, nothing measured yet
+    EXPECT_EQ(waiting.status, "ok");
+    EXPECT_TRUE(waiting.timestamps_available);
+    EXPECT_FALSE(waiting.stage_fraction.has_value());
+    EXPECT_FALSE(waiting.handoff_gap_fraction.has_value());
+
+    totals.windows = 4;
+    totals.invalid_windows = 1;
+    totals.timeline_seconds = 0.004;
+    totals.stage_seconds = 0.003;
+    const GpuTiming ok = gpu_timing_of(totals);
+    EXPECT_EQ(ok.windows, 4U);
+    EXPECT_EQ(ok.invalid_windows, 1U);
+    EXPECT_DOUBLE_EQ(*ok.stage_fraction, 0.75);
+    EXPECT_DOUBLE_EQ(*ok.handoff_gap_fraction, 0.25);
+
+    totals.available = false;
+    totals.error = "cudaEventRecord: an illegal memory access was encountered";
+    const GpuTiming failed = gpu_timing_of(totals);
+    EXPECT_EQ(failed.status, "failed: " + totals.error);
+    EXPECT_FALSE(failed.timestamps_available);
+    EXPECT_DOUBLE_EQ(*failed.stage_fraction, 0.75);  // what was measured before the failure
+}
+
+}  // namespace
+}  // namespace cherenkov::engine

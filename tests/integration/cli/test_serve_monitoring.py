@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+import serve_harness
 from serve_harness import Server
 
 
@@ -97,6 +98,15 @@ def test_status_and_stats_while_a_request_streams(cherenkov_bin, server):
         time.sleep(0.2)
     assert summary["requests"]["by_outcome"]["length"] >= 1
     assert summary["requests"]["generated_tokens"] >= 3000
+    # GPU stage coverage: measured on CUDA (every decode step a window), not applicable on the CPU.
+    phases = summary["phases"]
+    if serve_harness.BACKEND == "cuda":
+        assert phases["gpu_timing"]["status"] == "ok"
+        assert phases["gpu_windows"] > 100 and phases["invalid_gpu_windows"] == 0
+        assert 0.0 < phases["gpu_stage_fraction"] <= 1.0
+    else:
+        assert phases["gpu_timing"]["status"].startswith("not applicable")
+        assert phases["gpu_stage_fraction"] is None
 
 
 def test_paging_layers_and_experts_to_the_end(cherenkov_bin, server):
