@@ -12,7 +12,8 @@
 #    ram mapped --pool-gb POOL_GB --host-pool-gb mapped: experts.bin (in the page cache) mapped,
 #              page-locked, and the device pool's misses copied straight from it;
 # 4. a table: prefill / decode tok/s, device hit rate, expert bytes read from the store per decode
-#    token, the read rate that implies against the disk's, and the disk-bound decode rate;
+#    token, the read rate that implies against the disk's, the disk-bound decode rate, and the GPU
+#    stage coverage of decode calls (the share of their GPU timeline with queued work);
 # 5. the resident expert GEMV's share of HBM bandwidth (bench/gemv_cuda_bench --experts, Q4, 1-4
 #    rows), when that bench sits beside the binary (.gpu/bin) or in its build tree (bench/).
 # Environment: CHERENKOV_BIN (build/cherenkov), LAYERS, POOL_GB, PROMPT_TOKENS (64), GEN_TOKENS
@@ -66,19 +67,24 @@ print(f"store: {e['n_trunk_layers']} layers x {e['n_experts']} experts (H {e['hi
 print(f"disk (O_DIRECT on experts.bin): sequential {disk['sequential_mb_per_s']:.0f} MB/s, "
       f"random records {disk['random_record_mb_per_s']:.0f} MB/s")
 head = ("regime", "run", "prefill tok/s", "decode tok/s", "device hit rate", "decode MB read/tok",
-        "decode read MB/s", "disk-bound tok/s", "decode / disk-bound")
+        "decode read MB/s", "disk-bound tok/s", "decode / disk-bound", "GPU stage coverage")
 print("| " + " | ".join(head) + " |")
 print("|" + "|".join("---" for _ in head) + "|")
 for name in regimes:
     report = json.load(open(os.path.join(root, name + ".json")))
     device = report["memory"].get("device") or {}
     hit = device.get("device_expert_hit_rate", float("nan"))
+    # Decode and MTP calls' GPU timeline covered by queued work (the rest: handoff gaps), over the
+    # regime's runs; "-" from a binary without GPU stage timing.
+    stage = (report.get("phases") or {}).get("gpu_stage_fraction")
+    coverage = f"{stage:.3f}" if stage is not None else "-"
     for i, run in enumerate(report["runs"]):
         mb = run["decode_expert_bytes_per_token"] / 1e6
         tps = run["decode_tokens_per_second"]
         bound = disk["random_record_mb_per_s"] / mb if mb > 0 else float("inf")
         print(f"| {name} | {i + 1} | {run['prefill_tokens_per_second']:.1f} | {tps:.2f} | {hit:.3f} | "
-              f"{mb:.1f} | {mb * tps:.0f} | {bound:.1f} | {tps / bound if mb > 0 else float('nan'):.2f} |")
+              f"{mb:.1f} | {mb * tps:.0f} | {bound:.1f} | {tps / bound if mb > 0 else float('nan'):.2f} | "
+              f"{coverage} |")
     print(f"  {name}: {report['expert_pool']}")
 print("device hit rate is cumulative over the regime's runs; disk-bound tok/s = random-record disk MB/s / "
       "decode MB read per token")

@@ -124,7 +124,8 @@ int run_bench(const BenchOptions& options) {
         {"memory", engine::memory_json(observed)},
         {"expert_pool", loaded->pool_description()},
         {"experts", observed.experts ? engine::to_json(*observed.experts) : nlohmann::json()},
-        {"prefill", engine::prefill_json(observed.prefill)}};
+        {"prefill", engine::prefill_json(observed.prefill)},
+        {"phases", engine::phases_json(observed)}};
     if (options.json) {
         std::cout << report.dump(2) << '\n';
         return 0;
@@ -160,6 +161,11 @@ int run_bench(const BenchOptions& options) {
             us["routing_wait"].get<double>(), us["prepare"].get<double>(),
             us["read_wait"].get<double>(), us["miss_queue"].get<double>(),
             us["copy_wait"].get<double>(), us["finish"].get<double>());
+    }
+    if (const std::optional<double> stage = observed.gpu_timing.stage_fraction) {
+        std::printf("GPU stage coverage of %llu decode/MTP calls: %.3f (handoff gaps %.3f)\n",
+                    static_cast<unsigned long long>(observed.gpu_timing.windows), *stage,
+                    1.0 - *stage);
     }
     return 0;
 }
