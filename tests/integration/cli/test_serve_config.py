@@ -19,7 +19,8 @@ from serve_harness import Server
 MODEL = REPO / "models" / "tiny-python"
 EXAMPLE = REPO / "cherenkov.example.toml"
 # Flags that are no setting: what to read, what to do, CLI diagnostics.
-COMMAND_ONLY = {"--config", "--print-config", "--check", "--repack", "--help"}
+# --tuning: developers' A/B settings, deliberately not part of an operator's configuration.
+COMMAND_ONLY = {"--config", "--print-config", "--check", "--repack", "--help", "--tuning"}
 
 
 def print_config(run_cli, *args, env=None):
