@@ -22,17 +22,12 @@ int device_attribute(int device, cudaDeviceAttr attribute) {
 }  // namespace
 
 KernelPolicy kernel_policy_for(int device, const Tuning& tuning) {
-    KernelPolicy policy;
+    KernelPolicy policy = KernelPolicy::switches_of(tuning);
     policy.compute_major = device_attribute(device, cudaDevAttrComputeCapabilityMajor);
     policy.multiprocessors = device_attribute(device, cudaDevAttrMultiProcessorCount);
     policy.max_shared_per_block =
         static_cast<size_t>(device_attribute(device, cudaDevAttrMaxSharedMemoryPerBlockOptin));
     policy.launch_overlap = tuning.launch_overlap && policy.compute_major >= 9;
-    policy.gemm_mma = tuning.gemm_mma;
-    policy.gemv_mma = tuning.gemv_mma;
-    policy.gemv_bulk = tuning.gemv_bulk;
-    policy.gemv_slices = tuning.gemv_slices;
-    policy.expert_layer = tuning.expert_layer;
     return policy;
 }
 

@@ -23,6 +23,17 @@ struct KernelPolicy {
     bool gemv_bulk = true;
     bool gemv_slices = true;
     bool expert_layer = true;
+
+    // The policy with no device facts: tuning's switches, launch overlap off.
+    static KernelPolicy switches_of(const Tuning& tuning) {
+        KernelPolicy policy;
+        policy.gemm_mma = tuning.gemm_mma;
+        policy.gemv_mma = tuning.gemv_mma;
+        policy.gemv_bulk = tuning.gemv_bulk;
+        policy.gemv_slices = tuning.gemv_slices;
+        policy.expert_layer = tuning.expert_layer;
+        return policy;
+    }
 };
 
 // The policy for CUDA device `device` (its attributes asked now) under `tuning`.

@@ -27,13 +27,7 @@ DeviceQuery query_devices() {
 
 // kernel_policy.h: no device, so no facts; the switches are the tuning's.
 KernelPolicy kernel_policy_for(int, const Tuning& tuning) {
-    KernelPolicy policy;
-    policy.gemm_mma = tuning.gemm_mma;
-    policy.gemv_mma = tuning.gemv_mma;
-    policy.gemv_bulk = tuning.gemv_bulk;
-    policy.gemv_slices = tuning.gemv_slices;
-    policy.expert_layer = tuning.expert_layer;
-    return policy;
+    return KernelPolicy::switches_of(tuning);
 }
 
 const KernelPolicy& kernel_policy() {
