@@ -1,5 +1,7 @@
 #include "cli/dash/dash_history.h"
 
+#include <algorithm>
+
 namespace cherenkov::cli::dash {
 namespace {
 
@@ -24,9 +26,8 @@ SummaryTotals summary_totals(const nlohmann::json& summary) {
     }
     const auto phases = summary.find("phases");
     if (phases != summary.end() && phases->is_object()) {
-        const auto fraction = phases->find("gpu_stage_fraction");
-        if (fraction != phases->end() && fraction->is_number())
-            totals.gpu_stage_fraction = fraction->get<double>();
+        totals.gpu_timeline_seconds = phases->value("gpu_timeline_seconds", 0.0);
+        totals.gpu_stage_seconds = phases->value("gpu_stage_seconds", 0.0);
     }
     return totals;
 }
@@ -44,7 +45,11 @@ void DashHistory::observe(const SummaryTotals& totals) {
             point.read_wait_per_second =
                 static_cast<double>(totals.read_ns - previous_->read_ns) * 1e-9 / seconds;
         }
-        point.gpu_stage_fraction = totals.gpu_stage_fraction;
+        const double timeline = totals.gpu_timeline_seconds - previous_->gpu_timeline_seconds;
+        if (timeline > 0.0) {
+            const double stage = totals.gpu_stage_seconds - previous_->gpu_stage_seconds;
+            point.gpu_stage_fraction = std::clamp(stage / timeline, 0.0, 1.0);
+        }
         push(point);
     }
     previous_ = totals;

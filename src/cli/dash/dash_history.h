@@ -14,7 +14,7 @@ namespace cherenkov::cli::dash {
 struct ChartPoint {
     std::optional<double> read_bytes_per_second;  // completed expert-read bytes
     std::optional<double> read_wait_per_second;   // worker read seconds per second (overlap)
-    std::optional<double> gpu_stage_fraction;     // null without GPU timing
+    std::optional<double> gpu_stage_fraction;     // of the second's decode calls; null: none
 };
 
 // Cumulative figures of one summary the rates are differences of.
@@ -22,7 +22,10 @@ struct SummaryTotals {
     double observed_at = 0.0;
     uint64_t completed_bytes = 0;
     uint64_t read_ns = 0;
-    std::optional<double> gpu_stage_fraction;
+    // The GPU timeline of timed decode/MTP calls and its covered part, since load (0 on the cpu);
+    // a point's coverage is the ratio of their changes, so it shows that second, not the average.
+    double gpu_timeline_seconds = 0.0;
+    double gpu_stage_seconds = 0.0;
 };
 
 SummaryTotals summary_totals(const nlohmann::json& summary);
