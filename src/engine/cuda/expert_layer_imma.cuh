@@ -139,7 +139,20 @@ struct Params {
     Shape shape;
     int n_slots;
     int slot_bytes;
+#ifdef CHERENKOV_EXPERT_LAYER_TRACE
+    // dev/cuda's timeline probe (03_expert_int8_probe) passes kTraceEvents %globaltimer stamps
+    // per block here: what a layer's time is spent on.
+    unsigned long long* trace = nullptr;
+#endif
 };
+
+#ifdef CHERENKOV_EXPERT_LAYER_TRACE
+// Trace events of a block: entry, past the wait for the previous kernel, the copy warp's first
+// round of copies issued, x quantized; then per item k < kTraceItems: landed, h ready (down
+// items), done.
+constexpr int kTraceItems = 12;
+constexpr int kTraceEvents = 4 + 3 * kTraceItems;
+#endif
 
 namespace detail {
 
@@ -219,6 +232,22 @@ __device__ __forceinline__ unsigned long long load_tagged(const unsigned long lo
 __device__ __forceinline__ bool tagged_with(unsigned long long w, unsigned tag) {
     return static_cast<unsigned>(w >> 32) == tag;
 }
+
+// Timeline stamps for dev/cuda's probes, which define CHERENKOV_EXPERT_LAYER_TRACE before
+// including this header; the engine's build compiles none of them.
+#ifdef CHERENKOV_EXPERT_LAYER_TRACE
+__device__ __forceinline__ void stamp(unsigned long long* trace, int event) {
+    if (trace == nullptr || event >= kTraceEvents) return;
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    trace[static_cast<size_t>(blockIdx.x) * kTraceEvents + event] = t;
+}
+#define CHERENKOV_EXPERT_LAYER_STAMP(event) stamp(p.trace, (event))
+#else
+#define CHERENKOV_EXPERT_LAYER_STAMP(event) \
+    do {                                    \
+    } while (0)
+#endif
 
 __device__ __forceinline__ void mma_u8s8(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
                                          uint32_t a3, uint32_t b0, uint32_t b1) {
@@ -443,6 +472,7 @@ __global__ void __launch_bounds__(kThreads, 1) experts_layer_kernel(Params p) {
               lane = static_cast<int>(threadIdx.x % 32);
     auto* tag_slot = reinterpret_cast<unsigned*>(smem + L.tag);
     if (threadIdx.x == 0) {
+        CHERENKOV_EXPERT_LAYER_STAMP(0);
         // Before this block lets the next launch start (allow_next_kernel), so that no block of
         // a later launch has added to the count when this one reads it.
         *tag_slot = launch_tag(p.blocks_started);
@@ -455,6 +485,7 @@ __global__ void __launch_bounds__(kThreads, 1) experts_layer_kernel(Params p) {
     __syncthreads();
     wait_for_previous_kernel();  // the table, its count and x come from earlier kernels
     allow_next_kernel();
+    if (threadIdx.x == 0) CHERENKOV_EXPERT_LAYER_STAMP(1);
 
     const int n = p.n_in_use != nullptr ? min(*p.n_in_use, p.capacity) : p.capacity;
     const int gate_up_per = s.intermediate / kGateUpRows;
@@ -498,6 +529,7 @@ __global__ void __launch_bounds__(kThreads, 1) experts_layer_kernel(Params p) {
                     }
                     issue_item(at.item, src, s, slots + static_cast<size_t>(slot) * p.slot_bytes,
                                &full[slot]);
+                    if (kk == min(mine, p.n_slots) - 1) CHERENKOV_EXPERT_LAYER_STAMP(2);
                 }
                 __syncwarp();
             }
@@ -531,6 +563,7 @@ __global__ void __launch_bounds__(kThreads, 1) experts_layer_kernel(Params p) {
     }
     // The compute warps only (named barrier 11): the copy warp may be waiting for a slot.
     asm volatile("bar.sync 11, %0;" ::"n"(kComputeWarps * 32) : "memory");
+    if (threadIdx.x == 0) CHERENKOV_EXPERT_LAYER_STAMP(3);
     const unsigned tag = *tag_slot;  // written before the __syncthreads above
 
     const LaneConsts lk = lane_consts(lane);
@@ -569,6 +602,7 @@ __global__ void __launch_bounds__(kThreads, 1) experts_layer_kernel(Params p) {
                 float* partials = reinterpret_cast<float*>(team_smem + L.partials) +
                                   (step & 1) * kTeamWarps * Rows * 16;
                 barrier_wait(&full[slot], phase);
+                if (tid == 0) CHERENKOV_EXPERT_LAYER_STAMP(4 + 3 * k);
                 const int row_bytes = s.hidden / 2;
                 const int codes = kGateUpRows * row_bytes;
                 const int params = kGateUpRows * hidden_groups * 2;
@@ -614,6 +648,7 @@ __global__ void __launch_bounds__(kThreads, 1) experts_layer_kernel(Params p) {
                     }
                     if (lane == 0) {
                         barrier_arrive(&empty[slot]);
+                        CHERENKOV_EXPERT_LAYER_STAMP(6 + 3 * k);
                     }
                 }
             } else {
@@ -674,7 +709,9 @@ __global__ void __launch_bounds__(kThreads, 1) experts_layer_kernel(Params p) {
                         if (lane == 0) h_factors[t * inter_groups + j] = f;
                     }
                 }
+                if (tid == 0) CHERENKOV_EXPERT_LAYER_STAMP(5 + 3 * k);
                 barrier_wait(&full[slot], phase);
+                if (tid == 0) CHERENKOV_EXPERT_LAYER_STAMP(4 + 3 * k);
                 team_sync(team);
                 const int row_bytes = s.intermediate / 2;
                 const int codes = kDownRows * row_bytes;
@@ -715,6 +752,7 @@ __global__ void __launch_bounds__(kThreads, 1) experts_layer_kernel(Params p) {
                 team_sync(team);  // the slot and h's digits are free again
                 if (tid == 0) {
                     barrier_arrive(&empty[slot]);
+                    CHERENKOV_EXPERT_LAYER_STAMP(6 + 3 * k);
                 }
             }
         }
