@@ -1,8 +1,9 @@
-// The MoE block on the GPU (docs/qwen4_exp.md §3.7), mirroring engine/model/moe.cpp: softmax
-// router and top-k on the device, one read-back of the routing (and the next layer's predicted
-// routing) per layer, routed experts from the host ExpertSource copied into the DeviceExpertPool
-// and computed as they arrive into per-(row, slot) outputs, then one combine kernel that sums
-// them in increasing expert index (the CPU's order) and adds the gated shared expert. Decode
+// The MoE block on the GPU (docs/qwen4_exp.md §3.7): softmax router and top-k on the device, one
+// read-back of the routing (and the next layer's predicted routing) per layer, routed experts
+// from the host ExpertSource copied into the DeviceExpertPool and computed as they arrive into
+// per-(row, slot) outputs, then one combine kernel that sums them in increasing expert index and
+// adds the gated shared expert. The union, the fetch in groups, the lookahead and the combine
+// order are engine/model/moe_policy.h's, which the CPU's MoE uses too. Decode
 // (≤ 4 rows) groups experts into affine_experts_swiglu_parts launches; prefill groups them into
 // the token-tiled expert_gemm launches, computing experts one at a time only for shapes those
 // kernels do not take. A decode call on a layer the pool holds whole skips the read-back: the
@@ -30,6 +31,7 @@
 #include "engine/cuda/expert_layer.h"
 #include "engine/experts/expert_source.h"
 #include "engine/experts/routing_trace.h"
+#include "engine/model/moe_policy.h"
 
 namespace cherenkov::engine::cuda {
 namespace {
@@ -428,26 +430,6 @@ void route(const DeviceMoeWeights& weights, const float* mix, int64_t n_rows, fl
     if (record) ctx.record("moe.margin", margins, n_rows);
 }
 
-// Union of the rows' experts, each with its largest routing weight, strongest first (the CPU's
-// union_of, entry for entry).
-std::vector<ExpertRequest> union_of(std::span<const int32_t> experts,
-                                    std::span<const float> weights) {
-    std::vector<ExpertRequest> requests;
-    for (size_t i = 0; i < experts.size(); ++i) {
-        auto it = std::find_if(requests.begin(), requests.end(),
-                               [&](const ExpertRequest& q) { return q.expert == experts[i]; });
-        if (it == requests.end()) {
-            requests.push_back({experts[i], weights[i]});
-        } else {
-            it->max_weight = std::max(it->max_weight, weights[i]);
-        }
-    }
-    std::stable_sort(
-        requests.begin(), requests.end(),
-        [](const ExpertRequest& a, const ExpertRequest& b) { return a.max_weight > b.max_weight; });
-    return requests;
-}
-
 // Byte offsets in the pool's pinned host staging for one call.
 struct StagingLayout {
     size_t readback = 0;  // per routing: experts [T·k] int32, then weights [T·k] float
@@ -471,20 +453,13 @@ struct StagingLayout {
     }
 };
 
-// Destroyed before the host batch it guards: copies out of the batch's records have completed
-// (unless the records outlive the batch), and no slot stays pinned after an error.
-struct BatchFence {
-    DeviceExpertPool& pool;
-    bool wait_copies = true;
-    ~BatchFence() { pool.finish_batch(wait_copies); }
-};
-
-// The routed experts of one layer, computed into per-(row, slot) outputs as they arrive.
-class RoutedExperts {
+// The routed experts of one layer, computed into per-(row, slot) outputs as they arrive: the
+// residents first, then the device pool's misses as fetch_in_groups delivers them.
+class RoutedExperts final : public ExpertReceiver {
 public:
     RoutedExperts(const DeviceMoeWeights& weights, const float* mix, int64_t n_rows,
                   std::span<const int32_t> experts, std::byte* staging, const StagingLayout& layout,
-                  const DeviceContext& ctx)
+                  const DeviceContext& ctx, DecodePhaseTimer& timer)
         : weights_(weights),
           ctx_(ctx),
           pool_(*ctx.expert_pool),
@@ -498,11 +473,24 @@ public:
           part_base_(static_cast<size_t>(ctx.config->num_experts), -1),
           first_slot_(static_cast<size_t>(ctx.config->num_experts) + 1, 0),
           staging_(staging),
-          layout_(layout) {}
+          layout_(layout),
+          timer_(timer),
+          // Copies out of records that outlive their batch (a mapped table) are not waited for:
+          // the compute stream waits for each before reading its slot, and the host goes on
+          // queueing.
+          wait_copies_(!ctx.experts->records_outlive_batches()) {}
 
-    // Fetches `requests` in groups the source can pin and computes each delivered expert into
-    // parts(); part_row() says where each (row, slot) landed.
-    void run(std::span<const ExpertRequest> requests, DecodePhaseTimer& timer);
+    // Computes `requests` into parts(), fetching the ones the device pool lacks in groups the
+    // source can pin; part_row() says where each (row, slot) landed.
+    void run(std::span<const ExpertRequest> requests);
+
+    // fetch_in_groups' calls for the misses: each record is uploaded and queued as it arrives,
+    // a group's pending launch is flushed at its end, and its pins are dropped with it.
+    bool deliver(const ExpertRequest& request, const ExpertWeights& expert) override;
+    void before_wait() override;
+    void after_wait() override;
+    void end_group() override;
+    void release_group() noexcept override { pool_.finish_batch(wait_copies_); }
 
     // Row of `parts()` holding (row t, slot j)'s output, or -1 when its expert was not delivered.
     int32_t part_row(int64_t t, int64_t j) const {
@@ -544,6 +532,8 @@ private:
     std::vector<int32_t> first_slot_;  // [E + 1]: expert e's (row, slot)s in slots [first, next)
     std::byte* staging_;
     const StagingLayout& layout_;
+    DecodePhaseTimer& timer_;
+    bool wait_copies_;
 
     std::unique_ptr<DeviceScratch<float>> parts_;  // decode [U·T, H]; prefill [T·k, H]
     // Decode: address tables (device copy of the staging's), h scratch, pending group.
@@ -602,7 +592,7 @@ void RoutedExperts::prepare(size_t n_union) {
     }
 }
 
-void RoutedExperts::run(std::span<const ExpertRequest> requests, DecodePhaseTimer& timer) {
+void RoutedExperts::run(std::span<const ExpertRequest> requests) {
     prepare(requests.size());
     // Experts already in the device pool are computed first and never asked of the host source
     // (which would read them again); only the device pool's misses are fetched.
@@ -621,40 +611,36 @@ void RoutedExperts::run(std::span<const ExpertRequest> requests, DecodePhaseTime
         }
     }
     flush();
-    timer.lap(&DecodePhases::prepare_seconds);
-    const size_t group = std::max<size_t>(ctx_.experts->max_batch_experts(), 1);
-    // Copies out of records that outlive their batch (a mapped table) are not waited for: the
-    // compute stream waits for each before reading its slot, and the host goes on queueing.
-    const bool wait_copies = !ctx_.experts->records_outlive_batches();
-    for (size_t first = 0; first < missing.size(); first += group) {
-        const std::span<const ExpertRequest> part = std::span<const ExpertRequest>(missing).subspan(
-            first, std::min(group, missing.size() - first));
-        std::unique_ptr<ExpertBatch> batch = ctx_.experts->fetch(weights_.table_layer, part);
-        const BatchFence fence{pool_, wait_copies};
-        size_t index = 0;
-        ExpertWeights expert;
-        // The device may run dry while the host waits for a record: a handoff gap.
-        if (ctx_.stages != nullptr) ctx_.stages->pause();
-        while (batch->next(&index, &expert)) {
-            if (ctx_.stages != nullptr) ctx_.stages->resume();
-            timer.lap(&DecodePhases::read_wait_seconds);
-            const int32_t id = part[index].expert;
-            if (decode_) {
-                add_decode(id, expert);
-            } else {
-                run_prefill(id, expert);
-            }
-            timer.lap(&DecodePhases::miss_queue_seconds);
-            if (ctx_.stages != nullptr) ctx_.stages->pause();
-        }
-        if (ctx_.stages != nullptr) ctx_.stages->resume();
-        timer.lap(&DecodePhases::read_wait_seconds);
-        flush();
-        timer.lap(&DecodePhases::miss_queue_seconds);
-        if (wait_copies) pool_.wait_host_copies();
-        timer.lap(&DecodePhases::copy_wait_seconds);
-        // Requests cut by the source (batch->cut_requests()) stay undelivered: part_base −1.
+    timer_.lap(&DecodePhases::prepare_seconds);
+    // Requests cut by the source (ExpertBatch::cut_requests) stay undelivered: part_base −1.
+    fetch_in_groups(*ctx_.experts, weights_.table_layer, missing, *this);
+}
+
+bool RoutedExperts::deliver(const ExpertRequest& request, const ExpertWeights& expert) {
+    if (decode_) {
+        add_decode(request.expert, expert);
+    } else {
+        run_prefill(request.expert, expert);
     }
+    timer_.lap(&DecodePhases::miss_queue_seconds);
+    return true;
+}
+
+void RoutedExperts::before_wait() {
+    // The device may run dry while the host waits for a record: a handoff gap.
+    if (ctx_.stages != nullptr) ctx_.stages->pause();
+}
+
+void RoutedExperts::after_wait() {
+    if (ctx_.stages != nullptr) ctx_.stages->resume();
+    timer_.lap(&DecodePhases::read_wait_seconds);
+}
+
+void RoutedExperts::end_group() {
+    flush();
+    timer_.lap(&DecodePhases::miss_queue_seconds);
+    if (wait_copies_) pool_.wait_host_copies();
+    timer_.lap(&DecodePhases::copy_wait_seconds);
 }
 
 void RoutedExperts::before_acquire(int bits) {
@@ -809,6 +795,26 @@ void shared_expert(const DeviceMoeWeights& weights, const float* mix, int64_t n_
 // path long after the rest is in. Costs one read of those records, once. Records the source
 // delivers at other bits (mixed precision) do not complete a layer: the layer is then left as it
 // is.
+class LayerCompletion final : public ExpertReceiver {
+public:
+    LayerCompletion(DeviceExpertPool& pool, int64_t layer) : pool_(pool), layer_(layer) {}
+
+    bool deliver(const ExpertRequest& request, const ExpertWeights& expert) override {
+        if (expert.bits != pool_.layout().bits) {
+            pool_.leave_incomplete(layer_);
+            return false;
+        }
+        pool_.acquire(layer_, request.expert, expert);
+        return true;
+    }
+    // The copies out of the group's records complete before its batch goes.
+    void release_group() noexcept override { pool_.finish_batch(); }
+
+private:
+    DeviceExpertPool& pool_;
+    int64_t layer_;
+};
+
 void complete_layer(const DeviceMoeWeights& weights, const DeviceContext& ctx) {
     DeviceExpertPool& pool = *ctx.expert_pool;
     const int64_t layer = weights.table_layer;
@@ -819,23 +825,8 @@ void complete_layer(const DeviceMoeWeights& weights, const DeviceContext& ctx) {
     std::vector<ExpertRequest> requests;
     // Full weight: these are wanted whole, never cut as weak (--cut-weak).
     for (const int32_t e : missing) requests.push_back(ExpertRequest{e, 1.0F});
-    const size_t group = std::max<size_t>(ctx.experts->max_batch_experts(), 1);
-    for (size_t first = 0; first < requests.size(); first += group) {
-        const std::span<const ExpertRequest> part =
-            std::span<const ExpertRequest>(requests).subspan(
-                first, std::min(group, requests.size() - first));
-        std::unique_ptr<ExpertBatch> batch = ctx.experts->fetch(layer, part);
-        const BatchFence fence{pool};
-        size_t index = 0;
-        ExpertWeights expert;
-        while (batch->next(&index, &expert)) {
-            if (expert.bits != pool.layout().bits) {
-                pool.leave_incomplete(layer);
-                return;
-            }
-            pool.acquire(layer, part[index].expert, expert);
-        }
-    }
+    LayerCompletion completion(pool, layer);
+    fetch_in_groups(*ctx.experts, layer, requests, completion);
 }
 
 }  // namespace
@@ -1016,14 +1007,12 @@ void moe_finish(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, c
     if (next != nullptr) {
         const int32_t* next_experts = experts + 2 * tk;
         const auto* next_weights = reinterpret_cast<const float*>(next_experts + tk);
-        std::vector<int32_t> predicted;
-        const int bits = ctx.expert_pool->layout().bits;
-        for (const ExpertRequest& q : union_of({next_experts, n_tk}, {next_weights, n_tk})) {
-            // Device-resident experts need no host read.
-            if (!ctx.expert_pool->resident(next->table_layer, q.expert, bits))
-                predicted.push_back(q.expert);
-        }
-        ctx.experts->predict(next->table_layer, predicted);
+        const DeviceExpertPool& pool = *ctx.expert_pool;
+        const int64_t next_layer = next->table_layer;
+        const int bits = pool.layout().bits;
+        // Device-resident experts need no host read.
+        predict_next(*ctx.experts, next_layer, {next_experts, n_tk}, {next_weights, n_tk},
+                     [&](int32_t e) { return !pool.resident(next_layer, e, bits); });
     }
 
     // Shared expert first: the device works on it while the first records are fetched.
@@ -1032,24 +1021,23 @@ void moe_finish(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, c
     if (ctx.stages != nullptr) ctx.stages->resume();
     shared_expert(weights, mix, n_rows, shared.data(), shared_gate.data(), ctx);
 
-    RoutedExperts routed_experts(weights, mix, n_rows, {experts, n_tk}, staging, layout, ctx);
-    routed_experts.run(requests, timer);
+    RoutedExperts routed_experts(weights, mix, n_rows, {experts, n_tk}, staging, layout, ctx,
+                                 timer);
+    routed_experts.run(requests);
 
-    // Each row's delivered outputs in increasing expert index (never delivery order).
+    // Each row's delivered outputs in increasing expert index (never delivery order), the order
+    // the CPU sums them in.
     auto* part_rows = reinterpret_cast<int32_t*>(staging + layout.combine);
     auto* part_weights = reinterpret_cast<float*>(part_rows + tk);
-    std::vector<int64_t> by_expert(static_cast<size_t>(top));
+    const std::vector<int64_t> order = slots_in_expert_order({experts, n_tk}, top);
     for (int64_t t = 0; t < n_rows; ++t) {
-        for (int64_t j = 0; j < top; ++j) by_expert[static_cast<size_t>(j)] = j;
-        std::sort(by_expert.begin(), by_expert.end(), [&](int64_t a, int64_t b) {
-            return experts[t * top + a] < experts[t * top + b];
-        });
         int64_t m = 0;
-        for (int64_t j : by_expert) {
-            const int32_t row = routed_experts.part_row(t, j);
+        for (int64_t k = 0; k < top; ++k) {
+            const int64_t slot = order[static_cast<size_t>(t * top + k)];
+            const int32_t row = routed_experts.part_row(t, slot - t * top);
             if (row < 0) continue;  // cut by the source (--cut-weak)
             part_rows[t * top + m] = row;
-            part_weights[t * top + m] = expert_weights[t * top + j];
+            part_weights[t * top + m] = expert_weights[slot];
             ++m;
         }
         for (; m < top; ++m) {

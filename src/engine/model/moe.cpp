@@ -1,6 +1,8 @@
 // The MoE block (docs/qwen4_exp.md §3.7): softmax router, top-k with renormalization, routed
 // experts from the ExpertSource (the union of all rows' choices, computed as each record becomes
-// ready, rows grouped per expert), and the gated shared expert.
+// ready, rows grouped per expert), and the gated shared expert. Which experts are fetched, in what
+// groups and order, what is predicted and the order of the sum are moe_policy.h's, shared with the
+// CUDA backend.
 #include <algorithm>
 #include <limits>
 #include <numeric>
@@ -10,6 +12,7 @@
 #include "engine/experts/expert_source.h"
 #include "engine/experts/routing_trace.h"
 #include "engine/model/layers.h"
+#include "engine/model/moe_policy.h"
 
 namespace cherenkov::engine {
 
@@ -57,24 +60,6 @@ Routing route(const MoeWeights& weights, const float* mix, int64_t n_rows, const
     return r;
 }
 
-// Union of the rows' experts, each with its largest routing weight, strongest first.
-std::vector<ExpertRequest> union_of(const Routing& r) {
-    std::vector<ExpertRequest> requests;
-    for (size_t i = 0; i < r.experts.size(); ++i) {
-        auto it = std::find_if(requests.begin(), requests.end(),
-                               [&](const ExpertRequest& q) { return q.expert == r.experts[i]; });
-        if (it == requests.end()) {
-            requests.push_back({r.experts[i], r.weights[i]});
-        } else {
-            it->max_weight = std::max(it->max_weight, r.weights[i]);
-        }
-    }
-    std::stable_sort(
-        requests.begin(), requests.end(),
-        [](const ExpertRequest& a, const ExpertRequest& b) { return a.max_weight > b.max_weight; });
-    return requests;
-}
-
 // SwiGLU MLP on n rows: down(silu(gate(x)) · up(x)).
 void swiglu(const Linear& gate, const Linear& up, const Linear& down, const float* x,
             int64_t n_rows, float* y, ThreadPool* pool) {
@@ -94,6 +79,63 @@ Linear as_linear(const AffineMatrix& m) {
     return l;
 }
 
+// Each delivered expert computed on the rows that chose it, as soon as its record is ready, into
+// per-(row, slot) outputs that are summed afterwards in a fixed order.
+class RoutedOutputs final : public ExpertReceiver {
+public:
+    RoutedOutputs(const Routing& routing, const float* mix, int64_t n_rows, int64_t top,
+                  int64_t hidden, ThreadPool* pool)
+        : routing_(routing),
+          mix_(mix),
+          n_slots_(n_rows * top),
+          top_(top),
+          hidden_(hidden),
+          pool_(pool),
+          outputs_(static_cast<size_t>(n_rows * top * hidden), 0.0F),
+          delivered_(static_cast<size_t>(n_rows * top), 0) {}
+
+    bool deliver(const ExpertRequest& request, const ExpertWeights& expert) override {
+        const int64_t h = hidden_;
+        slots_.clear();
+        for (int64_t i = 0; i < n_slots_; ++i) {
+            if (routing_.experts[static_cast<size_t>(i)] == request.expert) slots_.push_back(i);
+        }
+        const auto n = static_cast<int64_t>(slots_.size());
+        rows_in_.resize(static_cast<size_t>(n * h));
+        for (int64_t i = 0; i < n; ++i) {
+            const float* src = mix_ + (slots_[static_cast<size_t>(i)] / top_) * h;
+            std::copy(src, src + h, rows_in_.begin() + i * h);
+        }
+        rows_out_.resize(static_cast<size_t>(n * h));
+        swiglu(as_linear(expert.gate), as_linear(expert.up), as_linear(expert.down),
+               rows_in_.data(), n, rows_out_.data(), pool_);
+        for (int64_t i = 0; i < n; ++i) {
+            const int64_t slot = slots_[static_cast<size_t>(i)];
+            std::copy(rows_out_.begin() + i * h, rows_out_.begin() + (i + 1) * h,
+                      outputs_.begin() + slot * h);
+            delivered_[static_cast<size_t>(slot)] = 1;
+        }
+        return true;
+    }
+
+    // Whether (row, slot) index `slot`'s expert was delivered (not cut by the source).
+    bool delivered(int64_t slot) const { return delivered_[static_cast<size_t>(slot)] != 0; }
+    const float* output(int64_t slot) const { return outputs_.data() + slot * hidden_; }
+
+private:
+    const Routing& routing_;
+    const float* mix_;
+    int64_t n_slots_;
+    int64_t top_;
+    int64_t hidden_;
+    ThreadPool* pool_;
+    std::vector<float> outputs_;   // [T·k, H]
+    std::vector<char> delivered_;  // [T·k]
+    std::vector<float> rows_in_;
+    std::vector<float> rows_out_;
+    std::vector<int64_t> slots_;
+};
+
 }  // namespace
 
 void moe_forward(const MoeWeights& weights, const MoeWeights* next, const float* mix,
@@ -102,7 +144,7 @@ void moe_forward(const MoeWeights& weights, const MoeWeights* next, const float*
     const int64_t h = c.hidden_size;
     const int64_t top = c.num_experts_per_tok;
     const Routing routing = route(weights, mix, n_rows, ctx, true);
-    const std::vector<ExpertRequest> requests = union_of(routing);
+    const std::vector<ExpertRequest> requests = union_of(routing.experts, routing.weights);
     if (ctx.routing_trace != nullptr) {
         write_trace_layer(*ctx.routing_trace, ctx.trace_step, weights.table_layer, top,
                           routing.experts, routing.weights);
@@ -112,9 +154,7 @@ void moe_forward(const MoeWeights& weights, const MoeWeights* next, const float*
     // layer's fetch, so the source can queue those reads behind this layer's misses.
     if (next != nullptr) {
         const Routing predicted = route(*next, mix, n_rows, ctx, false);
-        std::vector<int32_t> experts;
-        for (const ExpertRequest& q : union_of(predicted)) experts.push_back(q.expert);
-        ctx.experts->predict(next->table_layer, experts);
+        predict_next(*ctx.experts, next->table_layer, predicted.experts, predicted.weights);
     }
 
     // Shared expert first (no IO).
@@ -128,56 +168,19 @@ void moe_forward(const MoeWeights& weights, const MoeWeights* next, const float*
     // Routed experts, in groups the source can pin at once; each expert is computed on the rows
     // that chose it as soon as its record is ready. Outputs are kept per (row, slot) and summed
     // afterwards in a fixed order.
-    std::vector<float> outputs(static_cast<size_t>(n_rows * top * h), 0.0F);
-    std::vector<char> delivered(static_cast<size_t>(n_rows * top), 0);
-    std::vector<float> rows_in;
-    std::vector<float> rows_out;
-    std::vector<int64_t> slots;
-    const size_t group = std::max<size_t>(ctx.experts->max_batch_experts(), 1);
-    for (size_t first = 0; first < requests.size(); first += group) {
-        const std::span<const ExpertRequest> part =
-            std::span(requests).subspan(first, std::min(group, requests.size() - first));
-        std::unique_ptr<ExpertBatch> batch = ctx.experts->fetch(weights.table_layer, part);
-        size_t index = 0;
-        ExpertWeights expert;
-        while (batch->next(&index, &expert)) {
-            const int32_t id = part[index].expert;
-            slots.clear();
-            for (int64_t i = 0; i < n_rows * top; ++i) {
-                if (routing.experts[static_cast<size_t>(i)] == id) slots.push_back(i);
-            }
-            const auto n = static_cast<int64_t>(slots.size());
-            rows_in.resize(static_cast<size_t>(n * h));
-            for (int64_t i = 0; i < n; ++i) {
-                const float* src = mix + (slots[static_cast<size_t>(i)] / top) * h;
-                std::copy(src, src + h, rows_in.begin() + i * h);
-            }
-            rows_out.resize(static_cast<size_t>(n * h));
-            swiglu(as_linear(expert.gate), as_linear(expert.up), as_linear(expert.down),
-                   rows_in.data(), n, rows_out.data(), ctx.pool);
-            for (int64_t i = 0; i < n; ++i) {
-                const int64_t slot = slots[static_cast<size_t>(i)];
-                std::copy(rows_out.begin() + i * h, rows_out.begin() + (i + 1) * h,
-                          outputs.begin() + slot * h);
-                delivered[static_cast<size_t>(slot)] = 1;
-            }
-        }
-    }
+    RoutedOutputs routed_outputs(routing, mix, n_rows, top, h, ctx.pool);
+    fetch_in_groups(*ctx.experts, weights.table_layer, requests, routed_outputs);
 
     // routed = Σ w_e · y_e in increasing expert index (the reference's order).
     std::vector<float> routed(static_cast<size_t>(n_rows * h), 0.0F);
-    std::vector<int64_t> by_expert(static_cast<size_t>(top));
+    const std::vector<int64_t> order = slots_in_expert_order(routing.experts, top);
     for (int64_t t = 0; t < n_rows; ++t) {
-        std::iota(by_expert.begin(), by_expert.end(), t * top);
-        std::sort(by_expert.begin(), by_expert.end(), [&](int64_t a, int64_t b) {
-            return routing.experts[static_cast<size_t>(a)] <
-                   routing.experts[static_cast<size_t>(b)];
-        });
         float* out = routed.data() + t * h;
-        for (int64_t slot : by_expert) {
-            if (!delivered[static_cast<size_t>(slot)]) continue;  // cut by the source (--cut-weak)
+        for (int64_t m = 0; m < top; ++m) {
+            const int64_t slot = order[static_cast<size_t>(t * top + m)];
+            if (!routed_outputs.delivered(slot)) continue;  // cut by the source (--cut-weak)
             const float w = routing.weights[static_cast<size_t>(slot)];
-            const float* ye = outputs.data() + slot * h;
+            const float* ye = routed_outputs.output(slot);
             for (int64_t d = 0; d < h; ++d) out[d] += w * ye[d];
         }
     }
