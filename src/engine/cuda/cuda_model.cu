@@ -1,8 +1,8 @@
-// The CUDA ModelBackend (cuda_model.h): host bookkeeping shared with the CPU model
-// (sequence_bookkeeping.h), device caches per sequence (DeviceSequence), and the decoder layers of
-// device_layers.cuh composed exactly as engine/model/model.cpp composes the CPU ones. Kernels
-// wait for the previous kernel before touching memory and are launched with launch_dependent
-// (dependent_launch.cuh).
+// The CUDA backend (cuda_model.h): the ops of engine/model/backend_ops.h on the device, which the
+// one composition of the model (engine/model/composed_model.h) calls: device weights, device
+// caches per sequence (DeviceSequence), the kernels of device_layers.cuh, the device expert pool,
+// and CUDA graphs for the composition's capture regions. Kernels wait for the previous kernel
+// before touching memory and are launched with launch_dependent (dependent_launch.cuh).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -12,8 +12,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/error.h"
@@ -28,8 +30,9 @@
 #include "engine/cuda/token_select.h"
 #include "engine/experts/expert_source.h"
 #include "engine/experts/pool_budget.h"
+#include "engine/model/backend_ops.h"
+#include "engine/model/composed_model.h"
 #include "engine/model/ops.h"
-#include "engine/model/sequence_bookkeeping.h"
 
 namespace cherenkov::engine::cuda {
 namespace {
@@ -153,15 +156,25 @@ public:
             CHERENKOV_CUDA_CHECK(cudaMemcpy(copy->snapshots_.data(), snapshots_.data(),
                                             snapshots_.size(), cudaMemcpyDeviceToDevice));
         }
+        if (residual_rows_ > 0) {
+            copy->reserve_residuals(residual_rows_);
+            copy->residual_rows_ = residual_rows_;
+            CHERENKOV_CUDA_CHECK(cudaMemcpy(copy->residuals_.data(), residuals_.data(),
+                                            residual_bytes(residual_rows_),
+                                            cudaMemcpyDeviceToDevice));
+        }
         return copy;
     }
 
-    uint64_t bytes() const override { return caches_.size() + snapshots_.size(); }
+    uint64_t bytes() const override {
+        return caches_.size() + snapshots_.size() + residuals_.size();
+    }
     int64_t capacity() const { return capacity_; }
 
     // Saved form: a header (capacity, layer counts, each layer's attention length and block-key
     // count), then per layer its recurrent and convolution states and the valid rows of its
-    // attention caches, in carve() order. Copies are synchronous: parking happens between steps.
+    // attention caches, in carve() order, then the pending MTP residuals (count, rows). Copies are
+    // synchronous: parking happens between steps.
     void save(std::vector<std::byte>& out) const override {
         CHERENKOV_CUDA_CHECK(cudaDeviceSynchronize());
         out.clear();
@@ -174,12 +187,17 @@ public:
         put_value(capacity_);
         put_value(static_cast<int64_t>(layers.size()));
         put_value(static_cast<int64_t>(mtp_layers.size()));
-        walk(*this, [&](const float* device, int64_t floats) {
-            put(device, static_cast<size_t>(floats) * sizeof(float), cudaMemcpyDeviceToHost);
-        }, [&](const DeviceAttentionCache& a) {
-            put_value(a.length);
-            put_value(a.n_block_keys);
-        });
+        walk(
+            *this,
+            [&](const float* device, int64_t floats) {
+                put(device, static_cast<size_t>(floats) * sizeof(float), cudaMemcpyDeviceToHost);
+            },
+            [&](const DeviceAttentionCache& a) {
+                put_value(a.length);
+                put_value(a.n_block_keys);
+            });
+        put_value(residual_rows_);
+        put(residuals_.data(), residual_bytes(residual_rows_), cudaMemcpyDeviceToHost);
     }
 
     void restore(std::span<const std::byte> saved) override {
@@ -200,17 +218,27 @@ public:
         }
         CHERENKOV_CUDA_CHECK(cudaDeviceSynchronize());
         // Lengths come first in the saved form of a layer, so segments sized by them follow.
-        walk(*this, [&](float* device, int64_t floats) {
-            take(device, static_cast<size_t>(floats) * sizeof(float), cudaMemcpyHostToDevice);
-        }, [&](DeviceAttentionCache& a) {
-            const int64_t length = take_value();
-            const int64_t blocks = take_value();
-            if (length < 0 || length > a.capacity || blocks < 0 || blocks > length) {
-                throw_corrupt("a parked sequence state has attention lengths out of range");
-            }
-            a.length = length;
-            a.n_block_keys = blocks;
-        });
+        walk(
+            *this,
+            [&](float* device, int64_t floats) {
+                take(device, static_cast<size_t>(floats) * sizeof(float), cudaMemcpyHostToDevice);
+            },
+            [&](DeviceAttentionCache& a) {
+                const int64_t length = take_value();
+                const int64_t blocks = take_value();
+                if (length < 0 || length > a.capacity || blocks < 0 || blocks > length) {
+                    throw_corrupt("a parked sequence state has attention lengths out of range");
+                }
+                a.length = length;
+                a.n_block_keys = blocks;
+            });
+        const int64_t residual_rows = take_value();
+        if (residual_rows < 0 || residual_rows > capacity_) {
+            throw_corrupt("a parked sequence state has a pending residual count out of range");
+        }
+        reserve_residuals(residual_rows);
+        residual_rows_ = residual_rows;
+        take(residuals_.data(), residual_bytes(residual_rows), cudaMemcpyHostToDevice);
         if (at != saved.size()) throw_corrupt("a parked sequence state has trailing bytes");
     }
 
@@ -223,7 +251,33 @@ public:
                 l.attention.n_block_keys = 0;
             }
         }
+        residual_rows_ = 0;
     }
+
+    // The pending MTP residuals (SequenceState::n_pending_residual_rows of them), kept on the
+    // device so that neither the forward call that makes them nor the catch-up that reads them
+    // crosses PCIe. Grown on demand: a decode step's rows, or a prefill chunk's.
+    void append_residuals(const float* x, int64_t n_rows, cudaStream_t stream) {
+        if (residual_rows_ + n_rows > residual_capacity_) {
+            // The old rows move with the stream's order; the old buffer is freed after them.
+            CHERENKOV_CUDA_CHECK(cudaStreamSynchronize(stream));
+            DeviceBuffer old = std::move(residuals_);
+            const int64_t kept = residual_rows_;
+            residual_capacity_ = 0;
+            reserve_residuals(std::max(residual_rows_ + n_rows, 2 * residual_capacity_of(old)));
+            if (kept > 0) {
+                CHERENKOV_CUDA_CHECK(cudaMemcpy(residuals_.data(), old.data(), residual_bytes(kept),
+                                                cudaMemcpyDeviceToDevice));
+            }
+        }
+        CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(residuals_.as<float>() + residual_rows_ * width(), x,
+                                             residual_bytes(n_rows), cudaMemcpyDeviceToDevice,
+                                             stream));
+        residual_rows_ += n_rows;
+    }
+    const float* residuals() const { return residuals_.as<float>(); }
+    int64_t residual_rows() const { return residual_rows_; }
+    void truncate_residuals(int64_t rows) { residual_rows_ = std::min(residual_rows_, rows); }
 
     // Room for per-row snapshots of `rows` rows: per trunk layer [rows, recurrent], [rows, conv]
     // (GDN) and [rows, ple conv] (PLE layers).
@@ -321,12 +375,28 @@ private:
         return out;
     }
 
+    int64_t width() const { return config_->hc_width(); }
+    size_t residual_bytes(int64_t rows) const {
+        return static_cast<size_t>(rows * width()) * sizeof(float);
+    }
+    int64_t residual_capacity_of(const DeviceBuffer& b) const {
+        return static_cast<int64_t>(b.size() / residual_bytes(1));
+    }
+    void reserve_residuals(int64_t rows) {
+        if (rows <= residual_capacity_) return;
+        residuals_ = DeviceBuffer(residual_bytes(std::max<int64_t>(rows, 1)));
+        residual_capacity_ = std::max<int64_t>(rows, 1);
+    }
+
     const q4::Config* config_;
     std::vector<LayerPlan> trunk_plan_, mtp_plan_;
     int64_t capacity_;
     DeviceBuffer caches_;
     DeviceBuffer snapshots_;
     int64_t snapshot_rows_ = 0;
+    DeviceBuffer residuals_;  // [residual_capacity_, C·H]
+    int64_t residual_capacity_ = 0;
+    int64_t residual_rows_ = 0;
 };
 
 LayerPlan plan_layer(const q4::Config& c, const LayerWeights& w, int64_t capacity) {
@@ -366,16 +436,27 @@ private:
     DeviceScratch<int64_t> words_;
 };
 
-DeviceSequence& device_state(SequenceState& state) {
-    auto* d = dynamic_cast<DeviceSequence*>(state.backend.get());
+const DeviceSequence& device_state(const SequenceState& state) {
+    const auto* d = dynamic_cast<const DeviceSequence*>(state.backend.get());
     if (d == nullptr) throw_internal("a sequence state made by another backend was given to cuda");
     return *d;
 }
 
-class CudaModel final : public ModelBackend {
+DeviceSequence& device_state(SequenceState& state) {
+    return const_cast<DeviceSequence&>(device_state(std::as_const(state)));
+}
+
+int64_t compress_ratio(const q4::Config& c) {
+    return c.indexer ? c.indexer->compress_ratio : 0;
+}
+
+// The CUDA backend's ops (engine/model/backend_ops.h): device weights, the device expert pool, the
+// call and layer arenas, and the CUDA graphs its capture regions become.
+class CudaBackendOps final : public BackendOps {
 public:
-    CudaModel(const ModelWeights& weights, ExpertSource& experts, const CudaModelOptions& options);
-    ~CudaModel() override {
+    CudaBackendOps(const ModelWeights& weights, ExpertSource& experts,
+                   const CudaModelOptions& options);
+    ~CudaBackendOps() override {
         clear_graphs();
         side_.reset();
         if (registered_ != nullptr) {
@@ -388,32 +469,31 @@ public:
     }
 
     const char* name() const override { return "cuda"; }
-    const q4::Config& config() const override { return weights_.config; }
-    bool has_mtp() const override { return weights_.mtp.has_value(); }
     SequenceState new_sequence(int64_t max_ctx) const override;
-    void set_routing_trace(std::ostream* out) override { routing_trace_ = out; }
-    ForwardResult forward(SequenceState& state, std::span<const int32_t> tokens,
-                          const ForwardOptions& options) override;
-    void commit(SequenceState& state, int64_t n_rows) override;
-    MtpResult mtp_catch_up(SequenceState& state, int32_t next_token, bool all_logits,
-                           ForwardTrace* trace, const TokenSelection* select) override;
-    MtpResult mtp_chain(SequenceState& state, std::span<const float> previous_residual,
-                        int32_t token, int64_t position, int64_t step,
-                        const TokenSelection* select) override;
+    void check_room(const SequenceState& state, int64_t n_rows) const override;
+    std::unique_ptr<ForwardPass> begin_pass(SequenceState& state, const PassSpec& spec) override;
+    void after_pass() override { grow_arenas(); }
+    void rollback_layer(SequenceState& state, size_t layer, int64_t row, int64_t keep) override;
+    void truncate_mtp_attention(SequenceState& state, size_t layer, int64_t n) override {
+        device_state(state).mtp_layers[layer].attention.truncate(n,
+                                                                 compress_ratio(weights_.config));
+    }
+    void truncate_residuals(SequenceState& state, int64_t rows) override {
+        device_state(state).truncate_residuals(rows);
+    }
+    void clear_residuals(SequenceState& state) override {
+        device_state(state).truncate_residuals(0);
+    }
+    int64_t max_rows_per_call() const override { return prefill_rows_; }
     BackendStats backend_stats() const override;
     GpuStageTotals gpu_stage_totals() const override;
-    int64_t max_rows_per_call() const override { return prefill_rows_; }
 
 private:
-    DeviceContext context(ForwardTrace* trace, std::string prefix);
-    void decoder_layer(const DeviceLayerWeights& w, const DeviceLayerWeights* next,
-                       DeviceLayerState& state, const float* ple_embedding, float* x,
-                       int64_t n_rows, int64_t first_position, DeviceContext& ctx);
-    // Logits of a call's rows through a final mixer and lm_head, in three parts so that a captured
-    // step holds the head's kernels: the buffers (HeadBuffers: the logits, and with a selection
-    // the choices, uploaded, and the ids), the launches (head_launch: the tokens picked on the
-    // device, token_select.h), the read-back (head_collect: the ids, plus the logits without a
-    // selection or when select->keep_logits).
+    friend class CudaPass;
+
+    DeviceContext context(ForwardTrace* trace) const;
+
+    // Logits of a call's logit rows, and with a selection the choices (uploaded) and the ids.
     struct HeadBuffers {
         HeadBuffers(int64_t n_rows, int64_t vocab, const TokenSelection* select,
                     cudaStream_t stream);
@@ -423,24 +503,9 @@ private:
         int64_t n_rows;
         int64_t vocab;
     };
-    void head_launch(const DeviceHyperConnectionWeights& mixer, const DeviceLinear& lm_head,
-                     const float* x, ForwardTrace* trace, const char* trace_name, HeadBuffers& out);
-    void head_collect(const TokenSelection* select, const HeadBuffers& out,
-                      std::vector<float>& logits, std::vector<int32_t>& tokens);
-    MtpResult mtp_rows(SequenceState& state, const float* residuals,
-                       std::span<const int32_t> tokens, int64_t first_position, int64_t step,
-                       bool all_logits, ForwardTrace* trace, const TokenSelection* select);
-    // The bodies of forward() and mtp_rows(), run with the call arena active.
-    ForwardResult forward_in_arena(SequenceState& state, std::span<const int32_t> tokens,
-                                   const ForwardOptions& options);
-    MtpResult mtp_rows_in_arena(SequenceState& state, const float* residuals,
-                                std::span<const int32_t> tokens, int64_t first_position,
-                                int64_t step, bool all_logits, ForwardTrace* trace,
-                                const TokenSelection* select);
-    void check_tokens(std::span<const int32_t> tokens) const;
     void download(float* host, const float* device, int64_t n) const;
 
-    // The arguments a captured decode segment baked in: equal keys replay the same graph.
+    // The arguments a captured layer region baked in: equal keys replay the same graph.
     struct SegmentKey {
         const void* layer;
         int64_t n_rows;
@@ -462,9 +527,6 @@ private:
         auto operator<=>(const SegmentKey&) const = default;
     };
     static constexpr size_t kMaxGraphs = 4096;
-    // Returns whether `body` ran (false: the graph was replayed).
-    template <typename Body>
-    bool run_segment(const SegmentKey& key, Body&& body);
     // Replays the graph captured for `key`, or runs `body` (the first time a key is seen) or
     // captures it (the second time) and launches that. Returns whether `body` ran.
     template <typename Key, typename Body>
@@ -472,14 +534,14 @@ private:
                    size_t max_graphs, const Key& key, Body&& body, uint64_t& captures,
                    uint64_t& launches);
 
-    // A whole decode step as one graph, when every layer is routed on the device: from the
-    // embedding to the token selection. What varies from step to step is device data (the
-    // position, the tokens, the n-gram rows, the choices, uploaded before the launch); the key
-    // holds what the launches bake in.
+    // A whole call as one graph, when every layer is routed on the device: from the embedding to
+    // the token selection. What varies from step to step is device data (the position, the
+    // tokens, the n-gram rows, the choices, uploaded before the launch); the key holds what the
+    // launches bake in.
     struct StepKey {
         int64_t mtp_layer;  // -1: the trunk's layers; else the MTP layer of the call
         int64_t n_rows;
-        bool all_logits;
+        int64_t logit_rows;
         bool select;
         bool snapshot_rows;
         const void* caches;     // the sequence's layer caches
@@ -493,9 +555,9 @@ private:
         auto operator<=>(const StepKey&) const = default;
     };
     static constexpr size_t kMaxStepGraphs = 64;
-    // Whether a call of n_rows through `layers` can be one graph: graphs on, no trace, every
-    // layer routed on the device.
-    bool step_graph_possible(const ForwardTrace* trace, int64_t n_rows,
+    // Whether a call of n_rows through `layers` can be one graph: graphs on, no trace or routing
+    // trace, every layer routed on the device.
+    bool step_graph_possible(const ForwardTrace* trace, bool routing_traced, int64_t n_rows,
                              std::span<const DeviceLayerWeights> layers);
     // Runs, captures or replays `step` (the whole call) under `key` (its arenas and QSA shape
     // filled in here), then does the host side of a replay and releases the layers' slots.
@@ -505,6 +567,8 @@ private:
     void clear_graphs();
     // Grows an arena a call overflowed (between calls: nothing of it is alive then).
     void grow_arenas();
+    // Page-locks the source's record region, if it has one.
+    void register_records(const RecordMemory& records);
 
     const ModelWeights& weights_;
     ExpertSource& experts_;
@@ -517,20 +581,15 @@ private:
     int64_t prefill_rows_ = 1;             // rows per prefill call the scratch reservation covers
     uint64_t scratch_reserved_bytes_ = 0;  // kept outside the pool for those rows
     std::vector<LayerPlan> trunk_plan_, mtp_plan_;
-    std::ostream* routing_trace_ = nullptr;
-    int64_t trace_step_ = 0;
     std::string device_name_;
     uint64_t device_total_bytes_ = 0;
-    // Page-locks the source's record region, if it has one.
-    void register_records(const RecordMemory& records);
-
     void* registered_ = nullptr;  // the host records' page-locked region, if any
     uint64_t registered_bytes_ = 0;
     DeviceArena call_arena_;   // a call's temporaries outside the layers
     DeviceArena layer_arena_;  // one layer's temporaries, reset per layer
     bool graphs_enabled_ = true;
     bool step_graphs_enabled_ = true;
-    bool device_routing_ = true;  // device_routing=off: every layer routed by the host
+    bool device_routing_ = true;         // device_routing=off: every layer routed by the host
     std::unique_ptr<SideStreams> side_;  // null with side_streams=off
     // The device's facts and the kernel switches, installed around every call (KernelScope).
     KernelPolicy kernels_;
@@ -546,11 +605,404 @@ private:
     DecodePhases decode_phases_;
     // GPU stage coverage of decode and MTP calls; mutable: reading it folds in finished windows.
     mutable std::unique_ptr<GpuStageTimer> stage_timer_;  // made once stream_ exists
-    uint64_t device_routed_calls_ = 0;  // MoE layer calls routed on the device
+    uint64_t device_routed_calls_ = 0;                    // MoE layer calls routed on the device
 };
 
-CudaModel::CudaModel(const ModelWeights& weights, ExpertSource& experts,
-                     const CudaModelOptions& options)
+// One forward or MTP call on the device: every op is queued on the engine stream. The call's
+// temporaries come from the call arena, a layer's from the layer arena (reset per layer), so
+// their addresses repeat from step to step and the capture regions replay as graphs.
+class CudaPass final : public ForwardPass {
+public:
+    CudaPass(CudaBackendOps& ops, SequenceState& state, const PassSpec& spec);
+
+    float* call_array(int64_t n) override {
+        return call_arrays_.emplace_back(std::make_unique<DeviceScratch<float>>(n, stream_))
+            ->data();
+    }
+    float* layer_array(int64_t n) override {
+        return layer_arrays_.emplace_back(std::make_unique<DeviceScratch<float>>(n, stream_))
+            ->data();
+    }
+    void set_trace_prefix(std::string prefix) override { ctx_.trace_prefix = std::move(prefix); }
+    void record(const char* name, const float* data, int64_t n) override {
+        ctx_.record(name, data, n);
+    }
+
+    void embed(float* x, float* first) override {
+        launch_dependent(embed_kernel, dim3(static_cast<unsigned>(rows())), dim3(256), 0, stream_,
+                         ops_.device_->embed, inputs_->tokens(), c_.hc_count, x, first);
+    }
+    void mtp_embed(float* e) override {
+        float* replicated = call_array(rows() * c_.hidden_size);
+        launch_dependent(embed_kernel, dim3(static_cast<unsigned>(rows())), dim3(256), 0, stream_,
+                         ops_.device_->mtp->embed, inputs_->tokens(), int64_t{1}, replicated, e);
+    }
+    void residual_input(float* h) override;
+    void mtp_norm(MtpNorm which, float* x, int64_t n_rows, int64_t width) override {
+        const DeviceMtpWeights& mtp = *ops_.device_->mtp;
+        rms_norm_rows(
+            x, which == MtpNorm::Embedding ? mtp.pre_fc_norm_embedding : mtp.pre_fc_norm_hidden,
+            n_rows, width, width, ctx_.eps(), x, stream_);
+    }
+    void mtp_linear(MtpLinear which, const float* x, int64_t n_rows, float* y) override {
+        const DeviceMtpWeights& mtp = *ops_.device_->mtp;
+        linear_apply(which == MtpLinear::FcEmbedding ? mtp.fc_embedding : mtp.fc_hidden, x, n_rows,
+                     y, stream_);
+    }
+    void add_per_stream(float* x, const float* f) override {
+        launch_dependent(add_per_stream_kernel, dim3(elementwise_blocks(rows() * c_.hc_width())),
+                         dim3(256), 0, stream_, x, f, rows(), c_.hc_count, c_.hidden_size);
+    }
+
+    void begin_layer(LayerRef layer, std::string trace_prefix) override;
+    void end_layer() override;
+    void ple(float* x) override { ple_forward(*w_->ple, s_->ple, ple_rows(), x, rows(), ctx_); }
+    void mix(Mixer which, const float* x, int64_t n_rows, float* mix, float* inject) override {
+        hyper_connection_mix(mixer(which), x, n_rows, ctx_, mix, inject);
+    }
+    void token_mixer(const float* mix, float* y) override {
+        if (w_->gdn) {
+            gated_deltanet_forward(*w_->gdn, s_->gdn, mix, rows(), y, ctx_);
+        } else {
+            sparse_attention_forward(*w_->qsa, s_->attention, mix, rows(), spec_.first_position, y,
+                                     ctx_);
+        }
+    }
+    void combine(float* x, const float* inject, const float* y) override {
+        hyper_connection_combine(x, inject, y, rows(), c_.hc_count, c_.hidden_size, stream_);
+    }
+    // A layer the device pool holds whole is routed on the device: nothing in it waits for the
+    // host, and a decode step of it is then one graph.
+    MoePath moe_path() override {
+        on_device_ = ops_.device_routing_ ? cuda::moe_on_device(w_->moe, rows(), ctx_) : nullptr;
+        return on_device_ != nullptr ? MoePath::Device : MoePath::Host;
+    }
+    void moe_on_device(const float* mix, float* y, float* x, const float* inject) override {
+        moe_forward_on_device(w_->moe, on_device_, mix, rows(), y, ctx_,
+                              ResidualUpdate{x, inject, c_.hc_count});
+    }
+    void moe_route(const float* mix, const LayerRef* next) override {
+        cuda::moe_route(w_->moe, next_moe(next), mix, rows(), ctx_);
+    }
+    void moe_finish(const float* mix, const LayerRef* next, float* y, float* x,
+                    const float* inject) override {
+        CHERENKOV_ASSERT(!ops_.in_step_graph_,
+                         "a whole-step graph has every layer routed on the device");
+        cuda::moe_finish(w_->moe, next_moe(next), mix, rows(), y, ctx_,
+                         ResidualUpdate{x, inject, c_.hc_count});
+    }
+    void layer_region(const float* x, const std::function<void()>& body) override;
+
+    void step(const std::function<void()>& body) override;
+    void head(Head which, const float* mix, int64_t n_rows) override;
+    void collect(std::vector<float>& logits, std::vector<int32_t>& tokens) override;
+    void keep_residuals(const float* x) override {
+        end_window();
+        dev_.append_residuals(x, rows(), stream_);
+    }
+    std::vector<float> last_row(const float* x) override {
+        const int64_t width = c_.hc_width();
+        std::vector<float> row(static_cast<size_t>(width));
+        ops_.download(row.data(), x + (rows() - 1) * width, width);
+        return row;
+    }
+
+private:
+    int64_t rows() const { return spec_.n_rows(); }
+    bool trunk() const { return spec_.mtp_layer < 0; }
+    const float* ple_rows() const { return layer_.mtp ? nullptr : ple_rows_[layer_.index]->data(); }
+    const DeviceMoeWeights* next_moe(const LayerRef* next) const {
+        return next != nullptr ? &ops_.device_->layers[next->index].moe : nullptr;
+    }
+    const DeviceHyperConnectionWeights& mixer(Mixer which) const {
+        switch (which) {
+            case Mixer::Attention: return w_->attn_hc;
+            case Mixer::Mlp: return w_->mlp_hc;
+            case Mixer::Final: return ops_.device_->final_mixer;
+            case Mixer::MtpHead: return ops_.device_->mtp->mixer;
+        }
+        throw_internal("unknown mixer");
+    }
+    // A decode call (no trace) is one GPU timing window, from its inputs' upload to its head.
+    void end_window() {
+        if (!window_open_) return;
+        ops_.stage_timer_->end_window();
+        window_open_ = false;
+    }
+
+    CudaBackendOps& ops_;
+    const q4::Config& c_;
+    cudaStream_t stream_;
+    // Installed for the whole call; destroyed after every temporary below.
+    ArenaScope call_scope_;
+    KernelScope kernel_scope_;
+    LaunchOverlapScope overlap_scope_;
+    SequenceState& state_;
+    DeviceSequence& dev_;
+    const PassSpec& spec_;
+    std::vector<std::unique_ptr<DeviceScratch<float>>> ple_rows_;  // per trunk layer
+    bool window_open_ = false;
+    std::optional<StepInputs> inputs_;
+    std::optional<CudaBackendOps::HeadBuffers> head_out_;
+    DeviceContext ctx_;
+    std::vector<std::unique_ptr<DeviceScratch<float>>> call_arrays_;
+    // The current layer.
+    LayerRef layer_;
+    const DeviceLayerWeights* w_ = nullptr;
+    DeviceLayerState* s_ = nullptr;
+    const ExpertAddress* on_device_ = nullptr;
+    std::optional<ArenaScope> layer_scope_;
+    std::vector<std::unique_ptr<DeviceScratch<float>>> layer_arrays_;
+};
+
+CudaPass::CudaPass(CudaBackendOps& ops, SequenceState& state, const PassSpec& spec)
+    : ops_(ops),
+      c_(ops.weights_.config),
+      stream_(ops.stream_),
+      call_scope_(&ops.call_arena_),
+      kernel_scope_(ops.kernels_),
+      overlap_scope_(spec.n_rows() <= kMaxGemvRows),
+      state_(state),
+      dev_(device_state(state)),
+      spec_(spec) {
+    const int64_t n_rows = rows();
+    if (trunk()) {
+        // N-gram rows gathered on the host, dequantized, and copied for the PLE layers.
+        for (size_t l = 0; l < ops.weights_.layers.size(); ++l) {
+            const bool has = ops.weights_.layers[l].ple.has_value();
+            const int64_t p_dim = c_.ple_embed_dim;
+            ple_rows_.push_back(std::make_unique<DeviceScratch<float>>(
+                has ? static_cast<size_t>(n_rows * p_dim) : 0, stream_));
+            if (!has) continue;
+            const PleWeights& ple = *ops.weights_.layers[l].ple;
+            std::vector<float> host(static_cast<size_t>(n_rows * p_dim));
+            const int64_t n_heads = c_.n_ngram_heads;
+            const std::vector<int64_t>& ids = (*spec.ngram_ids)[l];
+            for (int64_t t = 0; t < n_rows; ++t) {
+                for (int64_t j = 0; j < n_heads; ++j) {
+                    ple.gather_row(ids[static_cast<size_t>(t * n_heads + j)],
+                                   host.data() + t * p_dim + j * ple.width);
+                }
+            }
+            // From pageable memory: the call returns once `host` has been consumed.
+            CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(ple_rows_.back()->data(), host.data(),
+                                                 host.size() * sizeof(float),
+                                                 cudaMemcpyHostToDevice, stream_));
+        }
+    }
+    if (n_rows <= kMaxGemvRows && spec.trace == nullptr) {
+        ops.stage_timer_->begin_window();
+        window_open_ = true;
+    }
+    // The call's variable inputs in one upload: the position (QSA kernels read it on the device)
+    // and the token ids.
+    inputs_.emplace(spec.first_position, spec.tokens, stream_);
+    if (trunk() && spec.snapshot_rows) dev_.reserve_snapshots(n_rows);
+    head_out_.emplace(spec.logit_rows, c_.vocab_size, spec.select, stream_);
+    ctx_ = ops.context(spec.trace);
+    ctx_.position = inputs_->position();
+    ctx_.routing_trace = spec.routing_trace;
+    ctx_.trace_step = spec.trace_step;
+    if (window_open_) ctx_.stages = ops.stage_timer_.get();
+}
+
+void CudaPass::residual_input(float* h) {
+    const auto bytes = static_cast<size_t>(rows() * c_.hc_width()) * sizeof(float);
+    if (spec_.host_residuals != nullptr) {
+        CHERENKOV_CUDA_CHECK(
+            cudaMemcpyAsync(h, spec_.host_residuals, bytes, cudaMemcpyHostToDevice, stream_));
+        return;
+    }
+    if (dev_.residual_rows() != rows()) {
+        throw_internal("the device holds " + std::to_string(dev_.residual_rows()) +
+                       " pending residual rows; the catch-up needs " + std::to_string(rows()));
+    }
+    CHERENKOV_CUDA_CHECK(
+        cudaMemcpyAsync(h, dev_.residuals(), bytes, cudaMemcpyDeviceToDevice, stream_));
+}
+
+void CudaPass::begin_layer(LayerRef layer, std::string trace_prefix) {
+    layer_ = layer;
+    const DeviceModelWeights& d = *ops_.device_;
+    w_ = layer.mtp ? &d.mtp->layers[layer.index] : &d.layers[layer.index];
+    s_ = layer.mtp ? &dev_.mtp_layers[layer.index] : &dev_.layers[layer.index];
+    on_device_ = nullptr;
+    ctx_.trace_prefix = std::move(trace_prefix);
+    // Verification snapshots are of trunk layers only.
+    DeviceSequence::LayerSnapshots snaps;
+    if (!layer.mtp && spec_.snapshot_rows) snaps = dev_.snapshots_of(layer.index);
+    ctx_.gdn_recurrent_snapshots = snaps.recurrent;
+    ctx_.gdn_conv_snapshots = snaps.conv;
+    ctx_.ple_conv_snapshots = snaps.ple;
+    // Every temporary of the layer comes from the layer arena, at the same addresses each step.
+    layer_scope_.emplace(&ops_.layer_arena_);
+    // A decode call's layer times the host's phases if it is routed on the host (moe_finish).
+    ctx_.phases = rows() <= kMaxGemvRows && spec_.trace == nullptr ? &ops_.decode_phases_ : nullptr;
+    if (ctx_.phases != nullptr) ops_.decode_phases_.layer_start = DecodePhases::Clock::now();
+}
+
+void CudaPass::end_layer() {
+    // Inside a whole-step graph the step releases every layer after its launch.
+    if (on_device_ != nullptr && !ops_.in_step_graph_) {
+        ops_.pool_->release_layer(w_->moe.table_layer);
+        ++ops_.device_routed_calls_;
+    }
+    layer_arrays_.clear();
+    layer_scope_.reset();
+}
+
+// Decode calls replay a layer region as one CUDA graph: its kernels' arguments are the same every
+// step but for what the key holds (a QSA layer's launch shape changes with the position, which
+// its kernels read on the device); traces read back. A step routed wholly on the device is one
+// graph instead (step()).
+void CudaPass::layer_region(const float* x, const std::function<void()>& body) {
+    const bool graph = !ops_.in_step_graph_ && ops_.graphs_enabled_ && spec_.trace == nullptr &&
+                       rows() <= kMaxGemvRows && !ops_.layer_arena_.overflowed();
+    if (!graph) {
+        body();
+        return;
+    }
+    const int64_t n_rows = rows();
+    const CudaBackendOps::SegmentKey key{
+        w_,
+        n_rows,
+        x,
+        ctx_.position,
+        s_->gdn.recurrent,
+        s_->gdn.conv,
+        ctx_.gdn_recurrent_snapshots,
+        ctx_.gdn_conv_snapshots,
+        w_->ple ? ple_rows() : nullptr,
+        s_->ple.conv,
+        w_->ple ? ctx_.ple_conv_snapshots : nullptr,
+        s_->attention.keys,
+        w_->qsa ? qsa_launch_shape(c_, w_->qsa->has_indexer, spec_.first_position, n_rows)
+                : QsaLaunchShape{},
+        ops_.pool_->host_staging(0),
+        ops_.layer_arena_.base(),
+        ops_.layer_arena_.generation(),
+        on_device_};
+    const bool ran = ops_.run_graph(ops_.graphs_, ops_.seen_, CudaBackendOps::kMaxGraphs, key, body,
+                                    ops_.graph_captures_, ops_.graph_launches_);
+    // A replay: the host side of what the QSA call would have done.
+    if (!ran && w_->qsa) sparse_attention_advance(s_->attention, n_rows, compress_ratio(c_));
+}
+
+void CudaPass::step(const std::function<void()>& body) {
+    const DeviceModelWeights& d = *ops_.device_;
+    const std::span<const DeviceLayerWeights> layers =
+        trunk() ? std::span<const DeviceLayerWeights>(d.layers)
+                : std::span<const DeviceLayerWeights>(&d.mtp->layers[spec_.mtp_layer], 1);
+    if (!ops_.step_graph_possible(spec_.trace, spec_.routing_trace != nullptr, rows(), layers)) {
+        body();
+        return;
+    }
+    CudaBackendOps::StepKey key{};
+    key.mtp_layer = spec_.mtp_layer;
+    key.n_rows = rows();
+    key.logit_rows = spec_.logit_rows;
+    key.select = spec_.select != nullptr;
+    key.caches = dev_.caches();
+    std::span<DeviceLayerState> states;
+    if (trunk()) {
+        key.snapshot_rows = spec_.snapshot_rows;
+        key.snapshots = dev_.snapshots();
+        key.snapshot_capacity = dev_.snapshot_rows();
+        states = dev_.layers;
+    } else {
+        states = std::span<DeviceLayerState>(&dev_.mtp_layers[spec_.mtp_layer], 1);
+    }
+    ops_.run_step_graph(key, layers, states, spec_.first_position, body);
+}
+
+void CudaPass::head(Head which, const float* mix, int64_t n_rows) {
+    const DeviceLinear& lm_head =
+        which == Head::Trunk ? ops_.device_->lm_head : ops_.device_->mtp->lm_head;
+    CudaBackendOps::HeadBuffers& out = *head_out_;
+    linear_apply(lm_head, mix, n_rows, out.logits.data(), stream_);
+    if (out.tokens.size() == 0) return;
+    // With the selection scratch every row's largest key is found over many blocks (greedy rows
+    // too: one block per row took ~10 µs at vocab 32768).
+    DeviceScratch<uint64_t> scratch(
+        static_cast<size_t>(n_rows * token_select_scratch_words(out.vocab)), stream_);
+    token_select(out.logits.data(), n_rows, out.vocab, out.choices.data(), scratch.data(),
+                 out.tokens.data(), stream_);
+}
+
+void CudaPass::collect(std::vector<float>& logits, std::vector<int32_t>& tokens) {
+    end_window();
+    const CudaBackendOps::HeadBuffers& out = *head_out_;
+    const TokenSelection* select = spec_.select;
+    const int64_t vocab = out.vocab;
+    if (select == nullptr || select->keep_logits) {
+        logits.resize(static_cast<size_t>(out.n_rows * vocab));
+        ops_.download(logits.data(), out.logits.data(), out.n_rows * vocab);
+    }
+    if (select == nullptr) return;
+    tokens.resize(static_cast<size_t>(out.n_rows));
+    CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(tokens.data(), out.tokens.data(),
+                                         tokens.size() * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                                         stream_));
+    CHERENKOV_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    for (const int32_t token : tokens) {
+        if (token < 0 || token >= vocab) {
+            throw_internal("token_select returned token " + std::to_string(token));
+        }
+    }
+}
+
+std::unique_ptr<ForwardPass> CudaBackendOps::begin_pass(SequenceState& state,
+                                                        const PassSpec& spec) {
+    return std::make_unique<CudaPass>(*this, state, spec);
+}
+
+void CudaBackendOps::check_room(const SequenceState& state, int64_t n_rows) const {
+    const DeviceSequence& dev = device_state(state);
+    if (state.position + n_rows > dev.capacity()) {
+        throw_invalid("the context holds " + std::to_string(dev.capacity()) +
+                      " tokens on the device; this call would reach " +
+                      std::to_string(state.position + n_rows));
+    }
+}
+
+void CudaBackendOps::rollback_layer(SequenceState& state, size_t layer, int64_t row, int64_t keep) {
+    DeviceSequence& dev = device_state(state);
+    DeviceLayerState& s = dev.layers[layer];
+    const LayerPlan& p = dev.plan(layer);
+    const auto snaps = dev.snapshots_of(layer);
+    const auto restore = [&](float* to, const float* from, int64_t n) {
+        CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(to, from + row * n, n * sizeof(float),
+                                             cudaMemcpyDeviceToDevice, stream_));
+    };
+    const LayerWeights& w = weights_.layers[layer];
+    if (w.gdn) {
+        restore(s.gdn.recurrent, snaps.recurrent, p.gdn_recurrent);
+        restore(s.gdn.conv, snaps.conv, p.gdn_conv);
+    }
+    if (w.ple) restore(s.ple.conv, snaps.ple, p.ple_conv);
+    if (w.qsa) s.attention.truncate(keep, compress_ratio(weights_.config));
+}
+
+DeviceContext CudaBackendOps::context(ForwardTrace* trace) const {
+    DeviceContext ctx;
+    ctx.config = &weights_.config;
+    ctx.stream = stream_;
+    ctx.rope_inv_freq = rope_inv_freq_.as<float>();
+    ctx.experts = &experts_;
+    ctx.expert_pool = pool_.get();
+    ctx.side = side_.get();
+    ctx.trace = trace;
+    return ctx;
+}
+
+void CudaBackendOps::download(float* host, const float* device, int64_t n) const {
+    CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(host, device, static_cast<size_t>(n) * sizeof(float),
+                                         cudaMemcpyDeviceToHost, stream_));
+    CHERENKOV_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+CudaBackendOps::CudaBackendOps(const ModelWeights& weights, ExpertSource& experts,
+                               const CudaModelOptions& options)
     : weights_(weights), experts_(experts), options_(options) {
     const q4::Config& c = weights.config;
     int n_devices = 0;
@@ -666,7 +1118,7 @@ CudaModel::CudaModel(const ModelWeights& weights, ExpertSource& experts,
 // driver's pageable bounce buffers (a few times slower). A read-only mapping is registered as
 // memory the device only reads; registering faults in and locks every page of it, which takes
 // ~80-100 µs per MB (H200 machine), so it is timed.
-void CudaModel::register_records(const RecordMemory& records) {
+void CudaBackendOps::register_records(const RecordMemory& records) {
     if (records.bytes.empty()) return;
     void* base = const_cast<std::byte*>(records.bytes.data());
     const auto start = std::chrono::steady_clock::now();
@@ -690,17 +1142,7 @@ void CudaModel::register_records(const RecordMemory& records) {
     }
 }
 
-void CudaModel::check_tokens(std::span<const int32_t> tokens) const {
-    check_token_ids(weights_.config, tokens);
-}
-
-void CudaModel::download(float* host, const float* device, int64_t n) const {
-    CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(host, device, static_cast<size_t>(n) * sizeof(float),
-                                         cudaMemcpyDeviceToHost, stream_));
-    CHERENKOV_CUDA_CHECK(cudaStreamSynchronize(stream_));
-}
-
-SequenceState CudaModel::new_sequence(int64_t max_ctx) const {
+SequenceState CudaBackendOps::new_sequence(int64_t max_ctx) const {
     // Host bookkeeping as the CPU model keeps it (make_sequence_state), without the host caches.
     SequenceState s;
     const q4::Config& c = weights_.config;
@@ -709,137 +1151,19 @@ SequenceState CudaModel::new_sequence(int64_t max_ctx) const {
     const int64_t capacity = std::max<int64_t>(max_ctx, 1) + 8;
     std::vector<LayerPlan> trunk;
     std::vector<LayerPlan> mtp;
-    for (const LayerWeights& l : weights_.layers)
-        trunk.push_back(plan_layer(config(), l, capacity));
+    for (const LayerWeights& l : weights_.layers) trunk.push_back(plan_layer(c, l, capacity));
     if (weights_.mtp) {
         for (const LayerWeights& l : weights_.mtp->layers)
-            mtp.push_back(plan_layer(config(), l, capacity));
+            mtp.push_back(plan_layer(c, l, capacity));
     }
-    s.backend =
-        BackendStateHandle(std::make_unique<DeviceSequence>(config(), trunk, mtp, capacity));
+    s.backend = BackendStateHandle(std::make_unique<DeviceSequence>(c, trunk, mtp, capacity));
     return s;
 }
 
-DeviceContext CudaModel::context(ForwardTrace* trace, std::string prefix) {
-    DeviceContext ctx;
-    ctx.config = &weights_.config;
-    ctx.stream = stream_;
-    ctx.rope_inv_freq = rope_inv_freq_.as<float>();
-    ctx.experts = &experts_;
-    ctx.expert_pool = pool_.get();
-    ctx.side = side_.get();
-    ctx.trace = trace;
-    ctx.trace_prefix = std::move(prefix);
-    ctx.routing_trace = routing_trace_;
-    ctx.trace_step = trace_step_++;
-    return ctx;
-}
-
-void CudaModel::decoder_layer(const DeviceLayerWeights& w, const DeviceLayerWeights* next,
-                              DeviceLayerState& state, const float* ple_embedding, float* x,
-                              int64_t n_rows, int64_t first_position, DeviceContext& ctx) {
-    const q4::Config& c = weights_.config;
-    const int64_t h = c.hidden_size;
-    const int64_t n_streams = c.hc_count;
-    const int64_t width = c.hc_width();
-    // Every temporary of the layer comes from the layer arena, at the same addresses each step.
-    const ArenaScope arena(&layer_arena_);
-    // A decode call's layer times the host's phases if it is routed on the host (moe_finish).
-    ctx.phases = n_rows <= kMaxGemvRows && ctx.trace == nullptr ? &decode_phases_ : nullptr;
-    if (ctx.phases != nullptr) decode_phases_.layer_start = DecodePhases::Clock::now();
-
-    DeviceScratch<float> mix(static_cast<size_t>(n_rows * h), stream_);
-    DeviceScratch<float> inject(static_cast<size_t>(n_rows * n_streams), stream_);
-    DeviceScratch<float> y(static_cast<size_t>(n_rows * h), stream_);
-    const DeviceMoeWeights* next_moe = next != nullptr ? &next->moe : nullptr;
-    // A layer the device pool holds whole is routed on the device: nothing in it waits for the
-    // host, and a decode step of a GDN layer is then one graph.
-    const ExpertAddress* on_device = device_routing_ ? moe_on_device(w.moe, n_rows, ctx) : nullptr;
-    // Everything up to the routing read-back (or the whole layer, routed on the device): no host
-    // decision depends on data in between.
-    const auto front = [&] {
-        if (w.ple) ple_forward(*w.ple, state.ple, ple_embedding, x, n_rows, ctx);
-        hyper_connection_mix(w.attn_hc, x, n_rows, ctx, mix.data(), inject.data());
-        ctx.record("attn_hc.mix", mix.data(), n_rows * h);
-        ctx.record("attn_hc.inject", inject.data(), n_rows * n_streams);
-        if (w.gdn) {
-            gated_deltanet_forward(*w.gdn, state.gdn, mix.data(), n_rows, y.data(), ctx);
-        } else {
-            sparse_attention_forward(*w.qsa, state.attention, mix.data(), n_rows, first_position,
-                                     y.data(), ctx);
-        }
-        ctx.record("mixer_out", y.data(), n_rows * h);
-        hyper_connection_combine(x, inject.data(), y.data(), n_rows, n_streams, h, stream_);
-        ctx.record("x_mid", x, n_rows * width);
-
-        hyper_connection_mix(w.mlp_hc, x, n_rows, ctx, mix.data(), inject.data());
-        ctx.record("mlp_hc.mix", mix.data(), n_rows * h);
-        ctx.record("mlp_hc.inject", inject.data(), n_rows * n_streams);
-        if (on_device != nullptr) {
-            moe_forward_on_device(w.moe, on_device, mix.data(), n_rows, y.data(), ctx,
-                                  ResidualUpdate{x, inject.data(), n_streams});
-        } else {
-            moe_route(w.moe, next_moe, mix.data(), n_rows, ctx);
-        }
-    };
-    // Decode calls replay that front as one CUDA graph: its kernels' arguments are the same every
-    // step but for what the key holds (a QSA layer's launch shape changes with the position,
-    // which its kernels read on the device); traces read back. A step routed wholly on the device
-    // is one graph instead (run_step_graph).
-    const bool graph = !in_step_graph_ && graphs_enabled_ && ctx.trace == nullptr &&
-                       n_rows <= kMaxGemvRows && !layer_arena_.overflowed();
-    if (graph) {
-        const SegmentKey key{&w,
-                             n_rows,
-                             x,
-                             ctx.position,
-                             state.gdn.recurrent,
-                             state.gdn.conv,
-                             ctx.gdn_recurrent_snapshots,
-                             ctx.gdn_conv_snapshots,
-                             w.ple ? ple_embedding : nullptr,
-                             state.ple.conv,
-                             w.ple ? ctx.ple_conv_snapshots : nullptr,
-                             state.attention.keys,
-                             w.qsa ? qsa_launch_shape(c, w.qsa->has_indexer, first_position, n_rows)
-                                   : QsaLaunchShape{},
-                             pool_->host_staging(0),
-                             layer_arena_.base(),
-                             layer_arena_.generation(),
-                             on_device};
-        const bool ran = run_segment(key, front);
-        // A replay: the host side of what the QSA call would have done.
-        if (!ran && w.qsa) {
-            sparse_attention_advance(state.attention, n_rows,
-                                     c.indexer ? c.indexer->compress_ratio : 0);
-        }
-    } else {
-        front();
-    }
-    if (on_device != nullptr) {
-        // Inside a whole-step graph the step releases every layer after its launch.
-        if (!in_step_graph_) {
-            pool_->release_layer(w.moe.table_layer);
-            ++device_routed_calls_;
-        }
-    } else {
-        CHERENKOV_ASSERT(!in_step_graph_,
-                         "a whole-step graph has every layer routed on the device");
-        moe_finish(w.moe, next_moe, mix.data(), n_rows, y.data(), ctx,
-                   ResidualUpdate{x, inject.data(), n_streams});
-    }
-    ctx.record("x_out", x, n_rows * width);
-}
-
-template <typename Body>
-bool CudaModel::run_segment(const SegmentKey& key, Body&& body) {
-    return run_graph(graphs_, seen_, kMaxGraphs, key, body, graph_captures_, graph_launches_);
-}
-
 template <typename Key, typename Body>
-bool CudaModel::run_graph(std::map<Key, cudaGraphExec_t>& graphs, std::map<Key, int>& seen,
-                          size_t max_graphs, const Key& key, Body&& body, uint64_t& captures,
-                          uint64_t& launches) {
+bool CudaBackendOps::run_graph(std::map<Key, cudaGraphExec_t>& graphs, std::map<Key, int>& seen,
+                               size_t max_graphs, const Key& key, Body&& body, uint64_t& captures,
+                               uint64_t& launches) {
     if (const auto it = graphs.find(key); it != graphs.end()) {
         CHERENKOV_CUDA_CHECK(cudaGraphLaunch(it->second, stream_));
         ++launches;
@@ -877,7 +1201,7 @@ bool CudaModel::run_graph(std::map<Key, cudaGraphExec_t>& graphs, std::map<Key, 
     return true;
 }
 
-void CudaModel::clear_graphs() {
+void CudaBackendOps::clear_graphs() {
     for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
     graphs_.clear();
     seen_.clear();
@@ -886,7 +1210,7 @@ void CudaModel::clear_graphs() {
     step_seen_.clear();
 }
 
-void CudaModel::grow_arenas() {
+void CudaBackendOps::grow_arenas() {
     bool grown = false;
     for (DeviceArena* arena : {&call_arena_, &layer_arena_}) {
         if (arena->overflowed()) {
@@ -897,8 +1221,8 @@ void CudaModel::grow_arenas() {
     if (grown) clear_graphs();
 }
 
-CudaModel::HeadBuffers::HeadBuffers(int64_t n_rows, int64_t vocab, const TokenSelection* select,
-                                    cudaStream_t stream)
+CudaBackendOps::HeadBuffers::HeadBuffers(int64_t n_rows, int64_t vocab,
+                                         const TokenSelection* select, cudaStream_t stream)
     : logits(static_cast<size_t>(n_rows * vocab), stream),
       choices(select != nullptr ? static_cast<size_t>(n_rows) : 0, stream),
       tokens(select != nullptr ? static_cast<size_t>(n_rows) : 0, stream),
@@ -912,191 +1236,16 @@ CudaModel::HeadBuffers::HeadBuffers(int64_t n_rows, int64_t vocab, const TokenSe
     }
 }
 
-void CudaModel::head_launch(const DeviceHyperConnectionWeights& mixer, const DeviceLinear& lm_head,
-                            const float* x, ForwardTrace* trace, const char* trace_name,
-                            HeadBuffers& out) {
-    const int64_t h = weights_.config.hidden_size;
-    const int64_t n_rows = out.n_rows;
-    DeviceContext ctx = context(trace, "");
-    --trace_step_;  // the head is part of the call that asked for it
-    DeviceScratch<float> mix(static_cast<size_t>(n_rows * h), stream_);
-    hyper_connection_mix(mixer, x, n_rows, ctx, mix.data(), nullptr);
-    ctx.record(trace_name, mix.data(), n_rows * h);
-    linear_apply(lm_head, mix.data(), n_rows, out.logits.data(), stream_);
-    if (out.tokens.size() == 0) return;
-    // With the selection scratch every row's largest key is found over many blocks (greedy rows
-    // too: one block per row took ~10 µs at vocab 32768).
-    DeviceScratch<uint64_t> scratch(
-        static_cast<size_t>(n_rows * token_select_scratch_words(out.vocab)), stream_);
-    token_select(out.logits.data(), n_rows, out.vocab, out.choices.data(), scratch.data(),
-                 out.tokens.data(), stream_);
-}
-
-void CudaModel::head_collect(const TokenSelection* select, const HeadBuffers& out,
-                             std::vector<float>& logits, std::vector<int32_t>& tokens) {
-    const int64_t vocab = out.vocab;
-    if (select == nullptr || select->keep_logits) {
-        logits.resize(static_cast<size_t>(out.n_rows * vocab));
-        download(logits.data(), out.logits.data(), out.n_rows * vocab);
-    }
-    if (select == nullptr) return;
-    tokens.resize(static_cast<size_t>(out.n_rows));
-    CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(tokens.data(), out.tokens.data(),
-                                         tokens.size() * sizeof(int32_t), cudaMemcpyDeviceToHost,
-                                         stream_));
-    CHERENKOV_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    for (const int32_t token : tokens) {
-        if (token < 0 || token >= vocab) {
-            throw_internal("token_select returned token " + std::to_string(token));
-        }
-    }
-}
-
-ForwardResult CudaModel::forward(SequenceState& state, std::span<const int32_t> tokens,
-                                 const ForwardOptions& options) {
-    ForwardResult result;
-    {
-        const ArenaScope arena(&call_arena_);
-        const KernelScope kernels(kernels_);
-        const LaunchOverlapScope overlap(static_cast<int64_t>(tokens.size()) <= kMaxGemvRows);
-        result = forward_in_arena(state, tokens, options);
-    }
-    grow_arenas();
-    return result;
-}
-
-ForwardResult CudaModel::forward_in_arena(SequenceState& state, std::span<const int32_t> tokens,
-                                          const ForwardOptions& options) {
-    const q4::Config& c = weights_.config;
-    check_tokens(tokens);
-    const auto n_rows = static_cast<int64_t>(tokens.size());
-    ForwardResult result;
-    if (n_rows == 0) return result;
-    if (options.select != nullptr) {
-        check_selection_rows(*options.select, options.all_logits ? n_rows : 1,
-                             "ForwardOptions::select");
-    }
-    DeviceSequence& dev = device_state(state);
-    if (state.position + n_rows > dev.capacity()) {
-        throw_invalid("the context holds " + std::to_string(dev.capacity()) +
-                      " tokens on the device; this call would reach " +
-                      std::to_string(state.position + n_rows));
-    }
-    const int64_t h = c.hidden_size;
-    const int64_t width = c.hc_width();
-
-    // N-gram rows gathered on the host, dequantized, and copied for the PLE layers.
-    std::vector<std::vector<int64_t>> ngram_ids;
-    const std::vector<int64_t> next_context = layer_ngram_ids(weights_, state, tokens, ngram_ids);
-    std::vector<std::unique_ptr<DeviceScratch<float>>> ple_rows;
-    for (size_t l = 0; l < weights_.layers.size(); ++l) {
-        const bool has = weights_.layers[l].ple.has_value();
-        const int64_t p_dim = c.ple_embed_dim;
-        ple_rows.push_back(std::make_unique<DeviceScratch<float>>(
-            has ? static_cast<size_t>(n_rows * p_dim) : 0, stream_));
-        if (!has) continue;
-        const PleWeights& ple = *weights_.layers[l].ple;
-        std::vector<float> rows(static_cast<size_t>(n_rows * p_dim));
-        const int64_t n_heads = c.n_ngram_heads;
-        for (int64_t t = 0; t < n_rows; ++t) {
-            for (int64_t j = 0; j < n_heads; ++j) {
-                ple.gather_row(ngram_ids[l][static_cast<size_t>(t * n_heads + j)],
-                               rows.data() + t * p_dim + j * ple.width);
-            }
-        }
-        // From pageable memory: the call returns once `rows` has been consumed.
-        CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(ple_rows.back()->data(), rows.data(),
-                                             rows.size() * sizeof(float), cudaMemcpyHostToDevice,
-                                             stream_));
-    }
-
-    // A decode call (no trace) is one GPU timing window, from its inputs' upload to its head.
-    const bool timed = n_rows <= kMaxGemvRows && options.trace == nullptr;
-    if (timed) stage_timer_->begin_window();
-    // The step's variable inputs in one upload: the position (QSA kernels read it on the device)
-    // and the token ids.
-    StepInputs inputs(state.position, tokens, stream_);
-    DeviceScratch<float> x(static_cast<size_t>(n_rows * width), stream_);
-    DeviceScratch<float> embedded(static_cast<size_t>(n_rows * h), stream_);
-
-    if (options.snapshot_rows) {
-        dev.reserve_snapshots(n_rows);
-        state.snapshot_base = state.position;
-        state.n_snapshot_rows = n_rows;
-    } else {
-        state.n_snapshot_rows = 0;
-    }
-    state.row_snapshots.clear();
-
-    const int64_t first = options.all_logits ? 0 : n_rows - 1;
-    result.n_logit_rows = n_rows - first;
-    HeadBuffers head_out(result.n_logit_rows, c.vocab_size, options.select, stream_);
-
-    DeviceContext ctx = context(options.trace, "");
-    ctx.position = inputs.position();
-    if (timed) ctx.stages = stage_timer_.get();
-    const auto step = [&] {
-        launch_dependent(embed_kernel, dim3(static_cast<unsigned>(n_rows)), dim3(256), 0, stream_,
-                         device_->embed, inputs.tokens(), c.hc_count, x.data(), embedded.data());
-        ctx.record("embed", embedded.data(), n_rows * h);
-        for (size_t l = 0; l < device_->layers.size(); ++l) {
-            if (options.trace != nullptr) ctx.trace_prefix = "layers." + std::to_string(l) + ".";
-            if (options.snapshot_rows) {
-                const auto snaps = dev.snapshots_of(l);
-                ctx.gdn_recurrent_snapshots = snaps.recurrent;
-                ctx.gdn_conv_snapshots = snaps.conv;
-                ctx.ple_conv_snapshots = snaps.ple;
-            }
-            const DeviceLayerWeights* next =
-                l + 1 < device_->layers.size() ? &device_->layers[l + 1] : nullptr;
-            decoder_layer(device_->layers[l], next, dev.layers[l], ple_rows[l]->data(), x.data(),
-                          n_rows, state.position, ctx);
-        }
-        head_launch(device_->final_mixer, device_->lm_head, x.data() + first * width, options.trace,
-                    "final_hidden", head_out);
-    };
-    experts_.begin_step();
-    if (step_graph_possible(options.trace, n_rows, device_->layers)) {
-        StepKey key{};
-        key.mtp_layer = -1;
-        key.n_rows = n_rows;
-        key.all_logits = options.all_logits;
-        key.select = options.select != nullptr;
-        key.snapshot_rows = options.snapshot_rows;
-        key.caches = dev.caches();
-        key.snapshots = dev.snapshots();
-        key.snapshot_capacity = dev.snapshot_rows();
-        run_step_graph(key, device_->layers, dev.layers, state.position, step);
-    } else {
-        step();
-    }
-    experts_.end_step();
-    if (timed) stage_timer_->end_window();
-
-    if (options.keep_residuals) {
-        const size_t at = state.pending_residuals.size();
-        state.pending_residuals.resize(at + static_cast<size_t>(n_rows * width));
-        download(state.pending_residuals.data() + at, x.data(), n_rows * width);
-    }
-    head_collect(options.select, head_out, result.logits, result.tokens);
-
-    state.position += n_rows;
-    state.tokens.insert(state.tokens.end(), tokens.begin(), tokens.end());
-    state.ngram_context = next_context;
-    return result;
-}
-
-bool CudaModel::step_graph_possible(const ForwardTrace* trace, int64_t n_rows,
-                                    std::span<const DeviceLayerWeights> layers) {
-    if (!step_graphs_enabled_ || !device_routing_ || trace != nullptr ||
-        routing_trace_ != nullptr || n_rows > kMaxGemvRows || call_arena_.overflowed() ||
-        layer_arena_.overflowed()) {
+bool CudaBackendOps::step_graph_possible(const ForwardTrace* trace, bool routing_traced,
+                                         int64_t n_rows,
+                                         std::span<const DeviceLayerWeights> layers) {
+    if (!step_graphs_enabled_ || !device_routing_ || trace != nullptr || routing_traced ||
+        n_rows > kMaxGemvRows || call_arena_.overflowed() || layer_arena_.overflowed()) {
         return false;
     }
     // Every layer routed on the device: nothing in the step waits for the host. Asked before the
     // step, where moe_on_device may still upload a layer's addresses.
-    DeviceContext ctx = context(nullptr, "");
-    --trace_step_;
+    const DeviceContext ctx = context(nullptr);
     int indexers = 0;
     int qsa_layers = 0;
     for (const DeviceLayerWeights& w : layers) {
@@ -1110,8 +1259,9 @@ bool CudaModel::step_graph_possible(const ForwardTrace* trace, int64_t n_rows,
 }
 
 template <typename Step>
-void CudaModel::run_step_graph(StepKey key, std::span<const DeviceLayerWeights> layers,
-                               std::span<DeviceLayerState> states, int64_t position, Step&& step) {
+void CudaBackendOps::run_step_graph(StepKey key, std::span<const DeviceLayerWeights> layers,
+                                    std::span<DeviceLayerState> states, int64_t position,
+                                    Step&& step) {
     const q4::Config& c = weights_.config;
     // Every QSA layer has the same launch shape (step_graph_possible checked they agree on the
     // indexer): the first one's.
@@ -1148,172 +1298,11 @@ void CudaModel::run_step_graph(StepKey key, std::span<const DeviceLayerWeights> 
     }
 }
 
-void CudaModel::commit(SequenceState& state, int64_t n_rows) {
-    const q4::Config& c = weights_.config;
-    check_commit(state, n_rows);
-    DeviceSequence& dev = device_state(state);
-    const int64_t keep = state.snapshot_base + n_rows;
-    if (keep < state.position) {
-        const auto row = static_cast<size_t>(n_rows - 1);
-        for (size_t l = 0; l < weights_.layers.size(); ++l) {
-            DeviceLayerState& layer = dev.layers[l];
-            const LayerPlan& p = dev.plan(l);
-            const auto snaps = dev.snapshots_of(l);
-            const auto restore = [&](float* to, const float* from, int64_t n) {
-                CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(to, from + row * n, n * sizeof(float),
-                                                     cudaMemcpyDeviceToDevice, stream_));
-            };
-            if (weights_.layers[l].gdn) {
-                restore(layer.gdn.recurrent, snaps.recurrent, p.gdn_recurrent);
-                restore(layer.gdn.conv, snaps.conv, p.gdn_conv);
-            }
-            if (weights_.layers[l].ple) restore(layer.ple.conv, snaps.ple, p.ple_conv);
-            if (weights_.layers[l].qsa) {
-                layer.attention.truncate(keep, c.indexer ? c.indexer->compress_ratio : 0);
-            }
-        }
-        commit_bookkeeping(c, state, keep);
-    }
-    state.n_snapshot_rows = 0;
-}
-
-MtpResult CudaModel::mtp_catch_up(SequenceState& state, int32_t next_token, bool all_logits,
-                                  ForwardTrace* trace, const TokenSelection* select) {
-    if (!has_mtp()) throw_internal("mtp_catch_up on a model without MTP weights");
-    const int64_t first = state.mtp_length;
-    const std::vector<int32_t> tokens = mtp_catch_up_tokens(weights_.config, state, next_token);
-    const int64_t ratio = weights_.config.indexer ? weights_.config.indexer->compress_ratio : 0;
-    for (DeviceLayerState& layer : device_state(state).mtp_layers)
-        layer.attention.truncate(first, ratio);
-    MtpResult result = mtp_rows(state, state.pending_residuals.data(), tokens, first, 0, all_logits,
-                                trace, select);
-    state.pending_residuals.clear();
-    state.mtp_length = state.position;
-    return result;
-}
-
-MtpResult CudaModel::mtp_chain(SequenceState& state, std::span<const float> previous_residual,
-                               int32_t token, int64_t position, int64_t step,
-                               const TokenSelection* select) {
-    const int32_t tokens[1] = {token};
-    check_tokens(tokens);
-    DeviceSequence& dev = device_state(state);
-    DeviceLayerState& layer = dev.mtp_layers[static_cast<size_t>(step) % dev.mtp_layers.size()];
-    layer.attention.truncate(position,
-                             weights_.config.indexer ? weights_.config.indexer->compress_ratio : 0);
-    return mtp_rows(state, previous_residual.data(), tokens, position, step, false, nullptr,
-                    select);
-}
-
-MtpResult CudaModel::mtp_rows(SequenceState& state, const float* residuals,
-                              std::span<const int32_t> tokens, int64_t first_position, int64_t step,
-                              bool all_logits, ForwardTrace* trace, const TokenSelection* select) {
-    if (select != nullptr) {
-        check_selection_rows(*select, all_logits ? static_cast<int64_t>(tokens.size()) : 1,
-                             "the MTP select");
-    }
-    MtpResult result;
-    {
-        const ArenaScope arena(&call_arena_);
-        const KernelScope kernels(kernels_);
-        const LaunchOverlapScope overlap(static_cast<int64_t>(tokens.size()) <= kMaxGemvRows);
-        result = mtp_rows_in_arena(state, residuals, tokens, first_position, step, all_logits,
-                                   trace, select);
-    }
-    grow_arenas();
-    return result;
-}
-
-MtpResult CudaModel::mtp_rows_in_arena(SequenceState& state, const float* residuals,
-                                       std::span<const int32_t> tokens, int64_t first_position,
-                                       int64_t step, bool all_logits, ForwardTrace* trace,
-                                       const TokenSelection* select) {
-    const q4::Config& c = weights_.config;
-    const DeviceMtpWeights& mtp = *device_->mtp;
-    const int64_t h = c.hidden_size;
-    const int64_t width = c.hc_width();
-    const auto n_rows = static_cast<int64_t>(tokens.size());
-    const size_t layer_index = static_cast<size_t>(step) % mtp.layers.size();
-    DeviceSequence& dev = device_state(state);
-    DeviceContext ctx = context(trace, "mtp.");
-    const bool timed = n_rows <= kMaxGemvRows && trace == nullptr;
-    if (timed) {
-        stage_timer_->begin_window();
-        ctx.stages = stage_timer_.get();
-    }
-    const StepInputs inputs(first_position, tokens, stream_);
-    ctx.position = inputs.position();
-
-    DeviceScratch<float> replicated(static_cast<size_t>(n_rows * h), stream_);
-    DeviceScratch<float> e_hat(static_cast<size_t>(n_rows * h), stream_);
-    DeviceScratch<float> fe(static_cast<size_t>(n_rows * h), stream_);
-    DeviceScratch<float> h_hat(static_cast<size_t>(n_rows * width), stream_);
-    CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(h_hat.data(), residuals,
-                                         static_cast<size_t>(n_rows * width) * sizeof(float),
-                                         cudaMemcpyHostToDevice, stream_));
-    DeviceScratch<float> x(static_cast<size_t>(n_rows * width), stream_);
-    MtpResult result;
-    const int64_t first = all_logits ? 0 : n_rows - 1;
-    result.n_logit_rows = n_rows - first;
-    HeadBuffers head_out(result.n_logit_rows, c.vocab_size, select, stream_);
-
-    const DeviceLayerWeights& layer = mtp.layers[layer_index];
-    const auto call = [&] {
-        // ê, fe, ĥ and U = fc_hidden(ĥ_s) + fe per stream (§6.3).
-        launch_dependent(embed_kernel, dim3(static_cast<unsigned>(n_rows)), dim3(256), 0, stream_,
-                         mtp.embed, inputs.tokens(), int64_t{1}, replicated.data(), e_hat.data());
-        rms_norm_rows(e_hat.data(), mtp.pre_fc_norm_embedding, n_rows, h, h, ctx.eps(),
-                      e_hat.data(), stream_);
-        ctx.record("e_hat", e_hat.data(), n_rows * h);
-        linear_apply(mtp.fc_embedding, e_hat.data(), n_rows, fe.data(), stream_);
-        ctx.record("fe", fe.data(), n_rows * h);
-        rms_norm_rows(h_hat.data(), mtp.pre_fc_norm_hidden, n_rows, width, width, ctx.eps(),
-                      h_hat.data(), stream_);
-        ctx.record("h_hat", h_hat.data(), n_rows * width);
-        linear_apply(mtp.fc_hidden, h_hat.data(), n_rows * c.hc_count, x.data(), stream_);
-        launch_dependent(add_per_stream_kernel, dim3(elementwise_blocks(n_rows * width)), dim3(256),
-                         0, stream_, x.data(), fe.data(), n_rows, c.hc_count, h);
-        ctx.record("U", x.data(), n_rows * width);
-
-        ctx.trace_prefix = "mtp.layer.";
-        decoder_layer(layer, nullptr, dev.mtp_layers[layer_index], nullptr, x.data(), n_rows,
-                      first_position, ctx);
-        if (trace != nullptr) {
-            ctx.trace_prefix.clear();
-            ctx.record("mtp.r_prime", x.data(), n_rows * width);
-        }
-        head_launch(mtp.mixer, mtp.lm_head, x.data() + first * width, trace, "mtp.mixer_out",
-                    head_out);
-    };
-    // A draft call whose layer is routed on the device is one graph, as a trunk step is.
-    experts_.begin_step();
-    const std::span<const DeviceLayerWeights> layers(&layer, 1);
-    if (step_graph_possible(trace, n_rows, layers)) {
-        StepKey key{};
-        key.mtp_layer = static_cast<int64_t>(layer_index);
-        key.n_rows = n_rows;
-        key.all_logits = all_logits;
-        key.select = select != nullptr;
-        key.caches = dev.caches();
-        run_step_graph(key, layers, std::span<DeviceLayerState>(&dev.mtp_layers[layer_index], 1),
-                       first_position, call);
-    } else {
-        call();
-    }
-    experts_.end_step();
-    if (timed) stage_timer_->end_window();
-
-    head_collect(select, head_out, result.logits, result.tokens);
-    result.last_residual.resize(static_cast<size_t>(width));
-    download(result.last_residual.data(), x.data() + (n_rows - 1) * width, width);
-    return result;
-}
-
-GpuStageTotals CudaModel::gpu_stage_totals() const {
+GpuStageTotals CudaBackendOps::gpu_stage_totals() const {
     return stage_timer_->totals();
 }
 
-BackendStats CudaModel::backend_stats() const {
+BackendStats CudaBackendOps::backend_stats() const {
     size_t free_bytes = 0;
     size_t total_bytes = 0;
     cudaMemGetInfo(&free_bytes, &total_bytes);
@@ -1353,7 +1342,8 @@ BackendStats CudaModel::backend_stats() const {
 
 std::unique_ptr<ModelBackend> make_cuda_model(const ModelWeights& weights, ExpertSource& experts,
                                               const CudaModelOptions& options) {
-    return std::make_unique<CudaModel>(weights, experts, options);
+    return std::make_unique<ComposedModel>(
+        weights, experts, std::make_unique<CudaBackendOps>(weights, experts, options));
 }
 
 }  // namespace cherenkov::engine::cuda

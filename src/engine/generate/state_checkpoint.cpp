@@ -85,6 +85,7 @@ StateCheckpoint save_checkpoint(const SequenceState& state) {
     h.mtp_layers.reserve(state.mtp_layers.size());
     for (const LayerState& l : state.mtp_layers) h.mtp_layers.push_back(compact_layer(l));
     h.mtp_length = state.mtp_length;
+    h.n_pending_residual_rows = state.n_pending_residual_rows;
     h.pending_residuals = compact(state.pending_residuals);
     if (state.backend) state.backend.get()->save(c.device);
     c.device.shrink_to_fit();
@@ -108,6 +109,7 @@ void restore_checkpoint(const StateCheckpoint& checkpoint, SequenceState& target
     target.tokens.assign(h.tokens.begin(), h.tokens.end());
     target.ngram_context.assign(h.ngram_context.begin(), h.ngram_context.end());
     target.mtp_length = h.mtp_length;
+    target.n_pending_residual_rows = h.n_pending_residual_rows;
     target.pending_residuals.assign(h.pending_residuals.begin(), h.pending_residuals.end());
     target.row_snapshots.clear();
     target.n_snapshot_rows = 0;
@@ -115,10 +117,13 @@ void restore_checkpoint(const StateCheckpoint& checkpoint, SequenceState& target
 }
 
 bool mtp_state_complete(const SequenceState& state, const model_data::qwen4_exp::Config& config) {
-    if (state.position == 0) return state.mtp_length == 0 && state.pending_residuals.empty();
+    if (state.position == 0) return state.mtp_length == 0 && state.n_pending_residual_rows == 0;
     if (state.mtp_length < 0 || state.mtp_length >= state.position) return false;
+    // The CPU backend keeps the rows in pending_residuals; others keep them in `backend`.
     const int64_t rows = state.position - state.mtp_length;
-    return static_cast<int64_t>(state.pending_residuals.size()) == rows * config.hc_width();
+    return state.n_pending_residual_rows == rows &&
+           (state.backend ||
+            static_cast<int64_t>(state.pending_residuals.size()) == rows * config.hc_width());
 }
 
 }  // namespace cherenkov::engine

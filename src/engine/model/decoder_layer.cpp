@@ -1,43 +1,48 @@
-// One decoder layer (docs/qwen4_exp.md §3.2): PLE, attention-side hyper-connection, the token
-// mixer (GDN or QSA), MLP-side hyper-connection and MoE.
-#include <vector>
+// One decoder layer (docs/qwen4_exp.md §3.2), for every backend: PLE, attention-side
+// hyper-connection, the token mixer (GDN or QSA), MLP-side hyper-connection and MoE.
+#include <string>
 
-#include "engine/model/layers.h"
+#include "engine/model/composed_model.h"
 
 namespace cherenkov::engine {
 
-void decoder_layer_forward(const LayerWeights& weights, const LayerWeights* next, LayerState& state,
-                           std::span<const int64_t> ngram_ids, float* x, int64_t n_rows,
-                           int64_t first_position, const LayerContext& ctx) {
-    const auto& c = *ctx.config;
-    const int64_t h = c.hidden_size;
-    const int64_t n_streams = c.hc_count;
-    const int64_t width = c.hc_width();
-    if (weights.ple) ple_forward(*weights.ple, state.ple, ngram_ids, x, n_rows, ctx);
+void compose_decoder_layer(ForwardPass& pass, const LayerWeights& weights, LayerRef layer,
+                           const LayerRef* next, std::string trace_prefix, float* x, int64_t n_rows,
+                           const model_data::qwen4_exp::Config& config) {
+    const int64_t h = config.hidden_size;
+    const int64_t n_streams = config.hc_count;
+    const int64_t width = config.hc_width();
+    pass.begin_layer(layer, std::move(trace_prefix));
+    float* mix = pass.layer_array(n_rows * h);
+    float* inject = pass.layer_array(n_rows * n_streams);
+    float* y = pass.layer_array(n_rows * h);
+    // Decided before anything of the layer is queued: a block the backend can route by itself
+    // keeps the whole layer inside one capture region.
+    const MoePath moe = pass.moe_path();
+    // Everything up to the MoE's routing read-back (or the whole layer): no host decision
+    // depends on data in between.
+    pass.layer_region(x, [&] {
+        if (weights.ple) pass.ple(x);
+        pass.mix(Mixer::Attention, x, n_rows, mix, inject);
+        pass.record("attn_hc.mix", mix, n_rows * h);
+        pass.record("attn_hc.inject", inject, n_rows * n_streams);
+        pass.token_mixer(mix, y);
+        pass.record("mixer_out", y, n_rows * h);
+        pass.combine(x, inject, y);
+        pass.record("x_mid", x, n_rows * width);
 
-    std::vector<float> mix(static_cast<size_t>(n_rows * h));
-    std::vector<float> inject(static_cast<size_t>(n_rows * n_streams));
-    std::vector<float> y(static_cast<size_t>(n_rows * h));
-    hyper_connection_mix(weights.attn_hc, x, n_rows, ctx, mix.data(), inject.data());
-    ctx.record("attn_hc.mix", mix.data(), n_rows * h);
-    ctx.record("attn_hc.inject", inject.data(), n_rows * n_streams);
-    if (weights.gdn) {
-        gated_deltanet_forward(*weights.gdn, state.gdn, mix.data(), n_rows, y.data(), ctx);
-    } else {
-        sparse_attention_forward(*weights.qsa, state.attention, mix.data(), n_rows, first_position,
-                                 y.data(), ctx);
-    }
-    ctx.record("mixer_out", y.data(), n_rows * h);
-    hyper_connection_combine(x, inject.data(), y.data(), n_rows, n_streams, h);
-    ctx.record("x_mid", x, n_rows * width);
-
-    hyper_connection_mix(weights.mlp_hc, x, n_rows, ctx, mix.data(), inject.data());
-    ctx.record("mlp_hc.mix", mix.data(), n_rows * h);
-    ctx.record("mlp_hc.inject", inject.data(), n_rows * n_streams);
-    moe_forward(weights.moe, next != nullptr ? &next->moe : nullptr, mix.data(), n_rows, y.data(),
-                ctx);
-    hyper_connection_combine(x, inject.data(), y.data(), n_rows, n_streams, h);
-    ctx.record("x_out", x, n_rows * width);
+        pass.mix(Mixer::Mlp, x, n_rows, mix, inject);
+        pass.record("mlp_hc.mix", mix, n_rows * h);
+        pass.record("mlp_hc.inject", inject, n_rows * n_streams);
+        if (moe == MoePath::Device) {
+            pass.moe_on_device(mix, y, x, inject);
+        } else {
+            pass.moe_route(mix, next);
+        }
+    });
+    if (moe == MoePath::Host) pass.moe_finish(mix, next, y, x, inject);
+    pass.record("x_out", x, n_rows * width);
+    pass.end_layer();
 }
 
 }  // namespace cherenkov::engine

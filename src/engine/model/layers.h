@@ -1,6 +1,6 @@
-// The pieces of a decoder layer (docs/qwen4_exp.md §3.2-§3.7) over T rows at once. Activations
-// are float32, row-major [T, width]. Internal to engine/model: model.cpp and mtp.cpp compose
-// them; tests reach them through Model.
+// The CPU backend's pieces of a decoder layer (docs/qwen4_exp.md §3.2-§3.7) over T rows at once.
+// Activations are float32, row-major [T, width]. Internal to engine/model: cpu_backend.cpp runs
+// them as the ops the one composition (composed_model.h) calls; tests reach them through Model.
 #pragma once
 
 #include <cstdint>
@@ -65,10 +65,5 @@ void sparse_attention_forward(const SparseAttentionWeights& weights, AttentionCa
 // to these rows to predict its experts (lookahead).
 void moe_forward(const MoeWeights& weights, const MoeWeights* next, const float* mix,
                  int64_t n_rows, float* y, const LayerContext& ctx);
-
-// One whole decoder layer (§3.2) on the residual x [T, C·H].
-void decoder_layer_forward(const LayerWeights& weights, const LayerWeights* next, LayerState& state,
-                           std::span<const int64_t> ngram_ids, float* x, int64_t n_rows,
-                           int64_t first_position, const LayerContext& ctx);
 
 }  // namespace cherenkov::engine

@@ -42,10 +42,9 @@ void check_token_ids(const q4::Config& c, std::span<const int32_t> tokens) {
 
 std::vector<int32_t> mtp_catch_up_tokens(const q4::Config& c, const SequenceState& state,
                                          int32_t next_token) {
-    const int64_t width = c.hc_width();
     const int64_t first = state.mtp_length;
     const int64_t n_rows = state.position - first;
-    if (n_rows <= 0 || static_cast<int64_t>(state.pending_residuals.size()) != n_rows * width) {
+    if (n_rows <= 0 || state.n_pending_residual_rows != n_rows) {
         throw_internal("MTP catch-up needs the residuals of rows " + std::to_string(first) + ".." +
                        std::to_string(state.position - 1));
     }
@@ -74,10 +73,8 @@ void commit_bookkeeping(const q4::Config& c, SequenceState& state, int64_t keep)
             context[n - have + i] = state.tokens[state.tokens.size() - have + i];
         state.ngram_context = context;
     }
-    const auto width = static_cast<size_t>(c.hc_width());
-    const auto pending = static_cast<size_t>(std::max<int64_t>(keep - state.mtp_length, 0));
-    if (state.pending_residuals.size() > pending * width)
-        state.pending_residuals.resize(pending * width);
+    state.n_pending_residual_rows =
+        std::min(state.n_pending_residual_rows, std::max<int64_t>(keep - state.mtp_length, 0));
     state.position = keep;
 }
 

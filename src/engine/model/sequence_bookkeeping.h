@@ -22,16 +22,16 @@ std::vector<int64_t> layer_ngram_ids(const ModelWeights& weights, const Sequence
 void check_token_ids(const model_data::qwen4_exp::Config& c, std::span<const int32_t> tokens);
 
 // The tokens of an MTP catch-up (§6.5 step 1): row p = mtp_length .. position-1 takes the token
-// at p+1, the last row `next_token`. Throws Internal unless pending_residuals holds exactly those
-// rows' residuals, InvalidInput for a bad token.
+// at p+1, the last row `next_token`. Throws Internal unless the pending residuals are exactly those
+// rows', InvalidInput for a bad token.
 std::vector<int32_t> mtp_catch_up_tokens(const model_data::qwen4_exp::Config& c,
                                          const SequenceState& state, int32_t next_token);
 
 // Throws Internal unless the last forward call ran with snapshot_rows and has >= n_rows rows.
 void check_commit(const SequenceState& state, int64_t n_rows);
 
-// After the caches were rolled back to `keep` tokens: history, n-gram context, pending
-// residuals and position follow.
+// After the caches were rolled back to `keep` tokens: history, n-gram context, the count of
+// pending residuals and position follow (the backend then drops the residual rows past it).
 void commit_bookkeeping(const model_data::qwen4_exp::Config& c, SequenceState& state, int64_t keep);
 
 }  // namespace cherenkov::engine

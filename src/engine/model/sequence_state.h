@@ -99,10 +99,14 @@ struct SequenceState {
     std::vector<int64_t> ngram_context;  // the last N-1 ids (EOS-padded); empty without PLE
     std::vector<LayerState> layers;      // per trunk layer
 
-    // MTP (§6.4): own caches, valid length m, and the trunk residuals R_m..R_{position-1}.
+    // MTP (§6.4): own caches, valid length m, and the trunk residuals R_m..R_{position-1} that
+    // forward calls with keep_residuals kept for the next catch-up: n_pending_residual_rows rows,
+    // where the backend keeps them (the CPU in pending_residuals [rows, C·H]; CUDA on the device,
+    // in `backend`).
     std::vector<LayerState> mtp_layers;
     int64_t mtp_length = 0;
-    std::vector<float> pending_residuals;  // [position - mtp_length, C·H]
+    int64_t n_pending_residual_rows = 0;
+    std::vector<float> pending_residuals;
 
     // Filled by a forward call with snapshots on: one per row of that call (the CPU backend's;
     // other backends keep theirs in `backend`). n_snapshot_rows counts them for every backend.

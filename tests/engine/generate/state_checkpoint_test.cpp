@@ -213,6 +213,7 @@ TEST(StateCheckpoint, FlashShapeBytesPerToken) {
         }
         s.position = n;
         s.tokens.assign(static_cast<size_t>(n), 1);
+        s.n_pending_residual_rows = n;
         s.pending_residuals.resize(static_cast<size_t>(n * config.hc_width()));
         EXPECT_TRUE(engine::mtp_state_complete(s, config));
         return engine::save_checkpoint(s).bytes();
