@@ -76,8 +76,8 @@ public:
                                    const engine::TokenSelection*) override {
         throw_unsupported("the scripted backend has no MTP head");
     }
-    engine::MtpResult mtp_chain(engine::SequenceState&, std::span<const float>, int32_t, int64_t,
-                                int64_t, const engine::TokenSelection*) override {
+    engine::MtpResult mtp_chain(engine::SequenceState&, int32_t, int64_t, int64_t,
+                                const engine::TokenSelection*) override {
         throw_unsupported("the scripted backend has no MTP head");
     }
 

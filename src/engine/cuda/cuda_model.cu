@@ -156,6 +156,10 @@ public:
             CHERENKOV_CUDA_CHECK(cudaMemcpy(copy->snapshots_.data(), snapshots_.data(),
                                             snapshots_.size(), cudaMemcpyDeviceToDevice));
         }
+        if (has_chain_residual_) {
+            copy->keep_chain_residual(chain_residual(), nullptr);
+            CHERENKOV_CUDA_CHECK(cudaDeviceSynchronize());
+        }
         if (residual_rows_ > 0) {
             copy->reserve_residuals(residual_rows_);
             copy->residual_rows_ = residual_rows_;
@@ -167,7 +171,7 @@ public:
     }
 
     uint64_t bytes() const override {
-        return caches_.size() + snapshots_.size() + residuals_.size();
+        return caches_.size() + snapshots_.size() + residuals_.size() + chain_residual_.size();
     }
     int64_t capacity() const { return capacity_; }
 
@@ -238,6 +242,7 @@ public:
         }
         reserve_residuals(residual_rows);
         residual_rows_ = residual_rows;
+        has_chain_residual_ = false;  // a chain lives within one step; parking is between steps
         take(residuals_.data(), residual_bytes(residual_rows), cudaMemcpyHostToDevice);
         if (at != saved.size()) throw_corrupt("a parked sequence state has trailing bytes");
     }
@@ -252,6 +257,7 @@ public:
             }
         }
         residual_rows_ = 0;
+        has_chain_residual_ = false;
     }
 
     // The pending MTP residuals (SequenceState::n_pending_residual_rows of them), kept on the
@@ -276,6 +282,16 @@ public:
         residual_rows_ += n_rows;
     }
     const float* residuals() const { return residuals_.as<float>(); }
+
+    // R' of the last MTP call's last row: a chained draft's h, kept where it was made.
+    void keep_chain_residual(const float* row, cudaStream_t stream) {
+        if (chain_residual_.size() == 0) chain_residual_ = DeviceBuffer(residual_bytes(1));
+        CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(chain_residual_.data(), row, residual_bytes(1),
+                                             cudaMemcpyDeviceToDevice, stream));
+        has_chain_residual_ = true;
+    }
+    bool has_chain_residual() const { return has_chain_residual_; }
+    const float* chain_residual() const { return chain_residual_.as<float>(); }
     int64_t residual_rows() const { return residual_rows_; }
     void truncate_residuals(int64_t rows) { residual_rows_ = std::min(residual_rows_, rows); }
 
@@ -394,7 +410,9 @@ private:
     DeviceBuffer caches_;
     DeviceBuffer snapshots_;
     int64_t snapshot_rows_ = 0;
-    DeviceBuffer residuals_;  // [residual_capacity_, C·H]
+    DeviceBuffer residuals_;       // [residual_capacity_, C·H]
+    DeviceBuffer chain_residual_;  // [C·H]
+    bool has_chain_residual_ = false;
     int64_t residual_capacity_ = 0;
     int64_t residual_rows_ = 0;
 };
@@ -700,11 +718,8 @@ public:
         end_window();
         dev_.append_residuals(x, rows(), stream_);
     }
-    std::vector<float> last_row(const float* x) override {
-        const int64_t width = c_.hc_width();
-        std::vector<float> row(static_cast<size_t>(width));
-        ops_.download(row.data(), x + (rows() - 1) * width, width);
-        return row;
+    void keep_chain_residual(const float* x) override {
+        dev_.keep_chain_residual(x + (rows() - 1) * c_.hc_width(), stream_);
     }
 
 private:
@@ -808,9 +823,11 @@ CudaPass::CudaPass(CudaBackendOps& ops, SequenceState& state, const PassSpec& sp
 
 void CudaPass::residual_input(float* h) {
     const auto bytes = static_cast<size_t>(rows() * c_.hc_width()) * sizeof(float);
-    if (spec_.host_residuals != nullptr) {
+    if (spec_.chain) {
+        if (!dev_.has_chain_residual())
+            throw_internal("a chained draft without a previous MTP call");
         CHERENKOV_CUDA_CHECK(
-            cudaMemcpyAsync(h, spec_.host_residuals, bytes, cudaMemcpyHostToDevice, stream_));
+            cudaMemcpyAsync(h, dev_.chain_residual(), bytes, cudaMemcpyDeviceToDevice, stream_));
         return;
     }
     if (dev_.residual_rows() != rows()) {

@@ -263,8 +263,7 @@ void Generator::decode_step(const TokenSink& sink) {
         };
         rows.push_back(proposed(0, draft_token(draft)));
         if (n_drafts > 1) {
-            MtpResult second = model_.mtp_chain(state_, draft.last_residual, rows.back(),
-                                                state_.position, 1, greedy);
+            MtpResult second = model_.mtp_chain(state_, rows.back(), state_.position, 1, greedy);
             rows.push_back(proposed(1, draft_token(second)));
         }
     }

@@ -57,8 +57,9 @@ struct PassSpec {
     int64_t mtp_layer = -1;
     // Trunk calls with PLE layers: each PLE layer's n-gram ids [T·heads] (empty elsewhere).
     const std::vector<std::vector<int64_t>>* ngram_ids = nullptr;
-    // MTP calls: the h rows [T, C·H] in host memory, or null: the sequence's pending residuals.
-    const float* host_residuals = nullptr;
+    // MTP calls: h is the sequence's chain residual (a chained draft), else its pending
+    // residuals (a catch-up).
+    bool chain = false;
     int64_t logit_rows = 0;                  // the last logit_rows rows get logits
     const TokenSelection* select = nullptr;  // over the logit rows, or null
     std::ostream* routing_trace = nullptr;   // the routing-trace text output, or null
@@ -85,7 +86,8 @@ public:
     virtual void embed(float* x, float* first) = 0;
     // e [T, H]: the MTP head's embedding rows of the tokens.
     virtual void mtp_embed(float* e) = 0;
-    // h [T, C·H]: the call's residual rows (PassSpec::host_residuals or the pending residuals).
+    // h [T, C·H]: the call's residual rows (PassSpec::chain: the chain residual, else the pending
+    // residuals), from where the backend keeps them.
     virtual void residual_input(float* h) = 0;
     virtual void mtp_norm(MtpNorm which, float* rows, int64_t n_rows, int64_t width) = 0;
     virtual void mtp_linear(MtpLinear which, const float* x, int64_t n_rows, float* y) = 0;
@@ -127,8 +129,9 @@ public:
     // Appends x's rows [T, C·H] to the sequence's pending residuals (MTP), where the backend
     // keeps them.
     virtual void keep_residuals(const float* x) = 0;
-    // The last row of x [T, C·H] into host memory (a chained draft's input).
-    virtual std::vector<float> last_row(const float* x) = 0;
+    // Keeps x's last row [C·H] as the sequence's chain residual (the next chained draft's h),
+    // where the backend keeps it.
+    virtual void keep_chain_residual(const float* x) = 0;
 };
 
 // A backend: its passes, and the state ops outside them.

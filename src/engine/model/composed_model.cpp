@@ -128,33 +128,26 @@ MtpResult ComposedModel::mtp_catch_up(SequenceState& state, int32_t next_token, 
     const std::vector<int32_t> tokens = mtp_catch_up_tokens(weights_.config, state, next_token);
     for (size_t k = 0; k < weights_.mtp->layers.size(); ++k)
         ops_->truncate_mtp_attention(state, k, first);
-    MtpResult result = mtp_rows(state, nullptr, tokens, first, 0, all_logits, trace, select);
+    MtpResult result = mtp_rows(state, false, tokens, first, 0, all_logits, trace, select);
     ops_->clear_residuals(state);
     state.n_pending_residual_rows = 0;
     state.mtp_length = state.position;
     return result;
 }
 
-MtpResult ComposedModel::mtp_chain(SequenceState& state, std::span<const float> previous_residual,
-                                   int32_t token, int64_t position, int64_t step,
-                                   const TokenSelection* select) {
+MtpResult ComposedModel::mtp_chain(SequenceState& state, int32_t token, int64_t position,
+                                   int64_t step, const TokenSelection* select) {
     if (!has_mtp()) throw_internal("mtp_chain on a model without MTP weights");
     const int32_t tokens[1] = {token};
     check_token_ids(weights_.config, tokens);
-    if (static_cast<int64_t>(previous_residual.size()) != weights_.config.hc_width()) {
-        throw_internal("mtp_chain needs one residual row of " +
-                       std::to_string(weights_.config.hc_width()) + " values");
-    }
     const size_t layer = static_cast<size_t>(step) % weights_.mtp->layers.size();
     ops_->truncate_mtp_attention(state, layer, position);
-    return mtp_rows(state, previous_residual.data(), tokens, position, step, false, nullptr,
-                    select);
+    return mtp_rows(state, true, tokens, position, step, false, nullptr, select);
 }
 
-MtpResult ComposedModel::mtp_rows(SequenceState& state, const float* host_residuals,
-                                  std::span<const int32_t> tokens, int64_t first_position,
-                                  int64_t step, bool all_logits, ForwardTrace* trace,
-                                  const TokenSelection* select) {
+MtpResult ComposedModel::mtp_rows(SequenceState& state, bool chain, std::span<const int32_t> tokens,
+                                  int64_t first_position, int64_t step, bool all_logits,
+                                  ForwardTrace* trace, const TokenSelection* select) {
     const q4::Config& c = weights_.config;
     const int64_t h = c.hidden_size;
     const int64_t width = c.hc_width();
@@ -167,7 +160,7 @@ MtpResult ComposedModel::mtp_rows(SequenceState& state, const float* host_residu
     spec.first_position = first_position;
     spec.trace = trace;
     spec.mtp_layer = static_cast<int64_t>(layer);
-    spec.host_residuals = host_residuals;
+    spec.chain = chain;
     spec.logit_rows = all_logits ? n_rows : 1;
     spec.select = select;
     spec.routing_trace = routing_trace_;
@@ -203,8 +196,8 @@ MtpResult ComposedModel::mtp_rows(SequenceState& state, const float* host_residu
             head(pass, spec, Head::Mtp, x, "mtp.mixer_out");
         });
         experts_.end_step();
+        pass.keep_chain_residual(x);
         pass.collect(result.logits, result.tokens);
-        result.last_residual = pass.last_row(x);
     });
     result.n_logit_rows = spec.logit_rows;
     return result;

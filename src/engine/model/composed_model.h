@@ -38,8 +38,7 @@ public:
     MtpResult mtp_catch_up(SequenceState& state, int32_t next_token, bool all_logits,
                            ForwardTrace* trace = nullptr,
                            const TokenSelection* select = nullptr) override;
-    MtpResult mtp_chain(SequenceState& state, std::span<const float> previous_residual,
-                        int32_t token, int64_t position, int64_t step,
+    MtpResult mtp_chain(SequenceState& state, int32_t token, int64_t position, int64_t step,
                         const TokenSelection* select = nullptr) override;
 
     int64_t max_rows_per_call() const override { return ops_->max_rows_per_call(); }
@@ -50,9 +49,9 @@ private:
     // One call: begin_pass, `body`, after_pass.
     template <typename Body>
     auto run_pass(SequenceState& state, const PassSpec& spec, Body&& body);
-    MtpResult mtp_rows(SequenceState& state, const float* host_residuals,
-                       std::span<const int32_t> tokens, int64_t first_position, int64_t step,
-                       bool all_logits, ForwardTrace* trace, const TokenSelection* select);
+    MtpResult mtp_rows(SequenceState& state, bool chain, std::span<const int32_t> tokens,
+                       int64_t first_position, int64_t step, bool all_logits, ForwardTrace* trace,
+                       const TokenSelection* select);
     // Mixer and lm_head over x's last spec.logit_rows rows (queued).
     void head(ForwardPass& pass, const PassSpec& spec, Head which, const float* x,
               const char* trace_name);

@@ -76,9 +76,14 @@ public:
         }
     }
     void residual_input(float* h) override {
-        const float* from = spec_.host_residuals != nullptr ? spec_.host_residuals
-                                                            : state_.pending_residuals.data();
-        std::copy(from, from + rows() * c_.hc_width(), h);
+        const std::vector<float>& from =
+            spec_.chain ? state_.mtp_chain_residual : state_.pending_residuals;
+        const auto n = static_cast<size_t>(rows() * c_.hc_width());
+        if (from.size() != n) {
+            throw_internal(spec_.chain ? "a chained draft without a previous MTP call"
+                                       : "the pending residuals do not match the catch-up rows");
+        }
+        std::copy(from.begin(), from.end(), h);
     }
     void mtp_norm(MtpNorm which, float* x, int64_t n_rows, int64_t width) override {
         const float* w = which == MtpNorm::Embedding ? weights_.mtp->pre_fc_norm_embedding
@@ -165,9 +170,9 @@ public:
         state_.pending_residuals.insert(state_.pending_residuals.end(), x,
                                         x + rows() * c_.hc_width());
     }
-    std::vector<float> last_row(const float* x) override {
+    void keep_chain_residual(const float* x) override {
         const int64_t width = c_.hc_width();
-        return std::vector<float>(x + (rows() - 1) * width, x + rows() * width);
+        state_.mtp_chain_residual.assign(x + (rows() - 1) * width, x + rows() * width);
     }
 
 private:

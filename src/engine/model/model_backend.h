@@ -39,13 +39,12 @@ struct ForwardResult {
     std::vector<int32_t> tokens;  // [n_logit_rows] with a select, else empty
 };
 
-// One MTP call's output: logits of the requested rows and the pre-mixer residual R' of the
-// last row (the input of a chained draft).
+// One MTP call's output: logits of the requested rows. The pre-mixer residual R' of its last row
+// (the input of a chained draft) stays with the sequence, where the backend keeps it.
 struct MtpResult {
     int64_t n_logit_rows = 0;
-    std::vector<float> logits;         // [n_logit_rows, V]; as ForwardResult::logits
-    std::vector<int32_t> tokens;       // [n_logit_rows] with a select, else empty
-    std::vector<float> last_residual;  // [C·H]
+    std::vector<float> logits;    // [n_logit_rows, V]; as ForwardResult::logits
+    std::vector<int32_t> tokens;  // [n_logit_rows] with a select, else empty
 };
 
 class ModelBackend {
@@ -78,10 +77,10 @@ public:
     virtual MtpResult mtp_catch_up(SequenceState& state, int32_t next_token, bool all_logits,
                                    ForwardTrace* trace = nullptr,
                                    const TokenSelection* select = nullptr) = 0;
-    // A chained draft (§6.5 step 2): one row at `position` with h = R' of the previous MTP row
-    // and its draft token; `step` selects the MTP layer (step mod n_layers). `select`: one row.
-    virtual MtpResult mtp_chain(SequenceState& state, std::span<const float> previous_residual,
-                                int32_t token, int64_t position, int64_t step,
+    // A chained draft (§6.5 step 2): one row at `position` with h = R' of the last row of the
+    // previous MTP call on `state` and that row's draft `token`; `step` selects the MTP layer
+    // (step mod n_layers). `select`: one row. Throws Internal without a previous MTP call.
+    virtual MtpResult mtp_chain(SequenceState& state, int32_t token, int64_t position, int64_t step,
                                 const TokenSelection* select = nullptr) = 0;
 
     // The most rows one prefill call should be given: prompts are cut into chunks of at most

@@ -107,6 +107,9 @@ struct SequenceState {
     int64_t mtp_length = 0;
     int64_t n_pending_residual_rows = 0;
     std::vector<float> pending_residuals;
+    // R' of the last MTP call's last row [C·H], a chained draft's h (the CPU backend's; CUDA
+    // keeps it on the device). Lives between the MTP calls of one step: checkpoints skip it.
+    std::vector<float> mtp_chain_residual;
 
     // Filled by a forward call with snapshots on: one per row of that call (the CPU backend's;
     // other backends keep theirs in `backend`). n_snapshot_rows counts them for every backend.

@@ -232,16 +232,15 @@ public:
         return result;
     }
 
-    MtpResult mtp_chain(SequenceState& state, std::span<const float> previous_residual,
-                        int32_t token, int64_t position, int64_t step,
+    MtpResult mtp_chain(SequenceState& state, int32_t token, int64_t position, int64_t step,
                         const TokenSelection* select) override {
         const std::optional<TokenSelection> checked_select = with_logits(select);
         const TokenSelection* both = checked_select ? &*checked_select : nullptr;
         MtpResult result = on_primary(state, [&](SequenceState& s) {
-            return primary_.mtp_chain(s, previous_residual, token, position, step, both);
+            return primary_.mtp_chain(s, token, position, step, both);
         });
         const MtpResult reference =
-            reference_.mtp_chain(shadow(state), previous_residual, token, position, step, both);
+            reference_.mtp_chain(shadow(state), token, position, step, both);
         report("mtp-chain", compare(result.logits, reference.logits, vocab_size()));
         report_tokens("mtp-chain", result.tokens, reference.tokens);
         drop_unasked_logits(result, select);

@@ -205,8 +205,7 @@ TEST(CudaModel, MtpCatchUpMatchesTheCpu) {
         logits.push_back(r.logits);
         const int32_t draft = static_cast<int32_t>(engine::argmax(
             std::span<const float>(r.logits).last(static_cast<size_t>(model->vocab_size()))));
-        chained.push_back(
-            model->mtp_chain(state, r.last_residual, draft, state.position, 1).logits);
+        chained.push_back(model->mtp_chain(state, draft, state.position, 1).logits);
     }
     EXPECT_LE(max_abs_diff(logits[0], logits[1]), kLogitTolerance);
     EXPECT_LE(max_abs_diff(chained[0], chained[1]), kLogitTolerance);
@@ -369,8 +368,7 @@ TEST(CudaModel, LayersHeldWholeAreRoutedOnTheDeviceWithTheHostPathsBits) {
     for (const char* graphs : {"1", "0"}) {
         const engine::Tuning tuning{.cuda_graphs = graphs[0] == '1'};
         CudaFixture full("tiny_a/hf_flat_fused", "max", 64, tuning);
-        CudaFixture small("tiny_a/hf_flat_fused", minimal_pool("tiny_a/hf_flat_fused"), 64,
-                          tuning);
+        CudaFixture small("tiny_a/hf_flat_fused", minimal_pool("tiny_a/hf_flat_fused"), 64, tuning);
         const auto on_device = decode(*full.gpu);
         const auto on_host = decode(*small.gpu);
         ASSERT_EQ(on_device.size(), on_host.size());
@@ -430,7 +428,9 @@ TEST(CudaModel, DecodeCallsAreTimedOnTheGpuWithHandoffGapsOnlyOnTheHostPath) {
         EXPECT_GT(totals.stage_seconds, 0.0);
         EXPECT_LE(totals.stage_seconds, totals.timeline_seconds);
     }
-    ASSERT_GT(engine::backend_stats_json(full.gpu->backend_stats())["cuda_step_graph_launches"].get<uint64_t>(), 0U);
+    ASSERT_GT(engine::backend_stats_json(full.gpu->backend_stats())["cuda_step_graph_launches"]
+                  .get<uint64_t>(),
+              0U);
     const engine::GpuStageTotals whole = full.gpu->gpu_stage_totals();
     EXPECT_EQ(whole.stage_seconds, whole.timeline_seconds);
     const engine::GpuStageTotals host = small.gpu->gpu_stage_totals();
@@ -531,7 +531,8 @@ TEST(CudaModel, AMappedTableGivesTheSameBitsAsReadRecords) {
     options.prefill_quantum = 64;
     const std::unique_ptr<engine::ModelBackend> gpu =
         engine::cuda::make_cuda_model(*cpu.weights, mapped, options);
-    EXPECT_EQ(engine::backend_stats_json(gpu->backend_stats()).value("host_records_page_locked_bytes", uint64_t{0}),
+    EXPECT_EQ(engine::backend_stats_json(gpu->backend_stats())
+                  .value("host_records_page_locked_bytes", uint64_t{0}),
               cpu.weights->manifest.experts.file_bytes());
     ReferenceFile reference("tiny_a/reference/logits.safetensors");
     const std::vector<int32_t> prompt = reference.tokens("input_ids.chat");

@@ -33,11 +33,9 @@ public:
                                    const engine::TokenSelection* select) override {
         return inner_.mtp_catch_up(state, next_token, all_logits, trace, select);
     }
-    engine::MtpResult mtp_chain(engine::SequenceState& state,
-                                std::span<const float> previous_residual, int32_t token,
-                                int64_t position, int64_t step,
-                                const engine::TokenSelection* select) override {
-        return inner_.mtp_chain(state, previous_residual, token, position, step, select);
+    engine::MtpResult mtp_chain(engine::SequenceState& state, int32_t token, int64_t position,
+                                int64_t step, const engine::TokenSelection* select) override {
+        return inner_.mtp_chain(state, token, position, step, select);
     }
     int64_t max_rows_per_call() const override { return inner_.max_rows_per_call(); }
 
