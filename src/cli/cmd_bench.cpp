@@ -115,7 +115,7 @@ int run_bench(const BenchOptions& options) {
         {"drafts", options.drafts},
         {"temperature", options.temperature},
         {"top_p", options.top_p},
-        {"prefill_quantum", loaded->prefill_quantum()},
+        {"prefill_quantum", loaded->prefill_quantum().rows()},
         {"prefill_chunk_tokens", loaded->prefill_chunk_tokens()},
         {"load_seconds", loaded->load_seconds()},
         {"best_prefill_tokens_per_second", best_prefill},

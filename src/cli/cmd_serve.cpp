@@ -232,7 +232,8 @@ int serve(const ServeOptions& options, std::shared_ptr<serving::config::ConfigHo
     worker.max_active = options.max_active;
     worker.max_queued = options.max_queued;
     worker.max_ctx = options.max_ctx;
-    worker.prefill_quantum = loaded_model.prefill_chunk_tokens();
+    // The quantum cut to what the backend takes per call (at most the quantum, at least 1).
+    worker.prefill_quantum = engine::PrefillQuantum::of(loaded_model.prefill_chunk_tokens());
     worker.prefill_chunk_seconds = options.prefill_chunk_seconds;
     worker.state_budget_bytes = budget;
     worker.prefix_cache = options.prefix_cache;

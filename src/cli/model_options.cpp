@@ -78,12 +78,14 @@ void add_model_options(CLI::App* app, ModelOptions& options) {
     app->add_flag("--repack", options.repack,
                   "Rebuild the low-bit expert table this run reads (--experts 3|2, "
                   "--miss-experts 3|2) from experts.bin at startup, published as a new store");
-    // Range-checked at parsing (a usage error) and again by the engine
-    // (engine::validate_load_options), so every caller of the engine gets a message naming it.
-    app->add_option("--prefill-quantum", options.prefill_quantum,
-                    "Most prompt tokens per prefill call, 1-65536 (default 256); memory for "
-                    "that chunk's scratch is kept outside the expert pool, and chunks shrink "
-                    "when the device cannot hold it")
+    // Range-checked as the flag is read (a usage error whose message gives the range), then
+    // made into the engine's typed value, which nothing below checks again.
+    app->add_option_function<int64_t>(
+           "--prefill-quantum",
+           [&options](int64_t rows) { options.prefill_quantum = engine::PrefillQuantum::of(rows); },
+           "Most prompt tokens per prefill call, 1-65536 (default 256); memory for "
+           "that chunk's scratch is kept outside the expert pool, and chunks shrink "
+           "when the device cannot hold it")
         ->check(in_range(1, engine::kMaxPrefillQuantum));
     // Parsed as the flags are read: a bad setting is a usage error (exit 2) naming the key.
     app->add_option_function<std::vector<std::string>>(

@@ -37,8 +37,8 @@ struct ModelOptions {
     // set by the command: how messages name a context of N tokens (null: "--max-ctx N")
     std::function<std::string(int64_t)> max_ctx_subject;
     // --prefill-quantum: the most prompt tokens per forward call and the scratch kept for them
-    // (default and why: engine/model/prefill_quantum.h).
-    int64_t prefill_quantum = engine::kDefaultPrefillQuantum;
+    // (default and why: engine/model/prefill_quantum.h), made as the flag is read.
+    engine::PrefillQuantum prefill_quantum;
     bool build_missing_store = true;  // --no-build-missing-store clears it
     bool repack = false;              // --repack: rebuild the selected low-bit table at load
     int drafts = 2;                   // set by the command: 0 omits the MTP draft head
@@ -49,7 +49,7 @@ struct ModelOptions {
 void add_model_options(CLI::App* app, ModelOptions& options);
 
 // A resolved, loaded model. The lease on the store lives as long as this object.
-// load_model() checks the flags that need no store (--prefill-quantum) before resolving MODEL.
+// load_model() checks the flags that need no store before resolving MODEL.
 struct OpenedModel {
     store::ResolvedModel resolved;
     std::unique_ptr<engine::LoadedModel> loaded;

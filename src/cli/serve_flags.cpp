@@ -38,7 +38,7 @@ const std::vector<FlagReader>& flag_readers() {
         {"--threads", [](A a) -> SettingValue { return int64_t{a.model.threads}; }},
         {"--max-active", [](A a) -> SettingValue { return int64_t{a.max_active}; }},
         {"--max-queued", [](A a) -> SettingValue { return int64_t{a.max_queued}; }},
-        {"--prefill-quantum", [](A a) -> SettingValue { return a.model.prefill_quantum; }},
+        {"--prefill-quantum", [](A a) -> SettingValue { return a.model.prefill_quantum.rows(); }},
         {"--prefill-chunk-seconds", [](A a) -> SettingValue { return a.prefill_chunk_seconds; }},
         {"--state-memory-gb", [](A a) -> SettingValue { return a.state_memory_gb; }},
         {"--experts", [](A a) -> SettingValue { return int64_t{a.model.experts}; }},

@@ -11,6 +11,7 @@
 
 #include "engine/generate/sampler.h"
 #include "engine/model/model_backend.h"
+#include "engine/model/prefill_quantum.h"
 #include "serving/config/generation_defaults.h"
 #include "text/chat_template.h"
 #include "text/tokenizer/tokenizer.h"
@@ -27,7 +28,7 @@ struct ServedModel {
     std::vector<int32_t> eos_ids;                     // generation stops at these
     std::vector<std::string> names;                   // "cherenkov" first, then alias and ID
     int drafts = 2;                                   // --drafts: MTP drafts per step
-    int64_t prefill_quantum = 256;
+    engine::PrefillQuantum prefill_quantum;
     // Where requests take their defaults from when they arrive (the configuration's
     // config::ConfigHolder, which a reload updates); null: the built-in defaults.
     std::function<config::GenerationDefaults()> current_defaults;

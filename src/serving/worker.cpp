@@ -33,7 +33,7 @@ Worker::Worker(engine::ModelBackend& model, WorkerOptions options)
       switcher_(model_, options_.max_ctx,
                 options_.cache_sets > 0 ? options_.cache_sets : options_.max_active),
       cache_(options_.prefix_cache),
-      chunk_target_(std::min<int64_t>(128, options_.prefill_quantum)) {
+      chunk_target_(std::min<int64_t>(128, options_.prefill_quantum.rows())) {
     counters_.prefill_chunk_tokens = chunk_target_;
     thread_ = std::thread([this] { run(); });
 }
@@ -273,7 +273,7 @@ bool Worker::step(Running& r) {
             const double scaled =
                 static_cast<double>(rows) * options_.prefill_chunk_seconds / seconds;
             chunk_target_ = std::clamp<int64_t>(static_cast<int64_t>(std::llround(scaled)), 1,
-                                                options_.prefill_quantum);
+                                                options_.prefill_quantum.rows());
             std::lock_guard lock(mutex_);
             counters_.prefill_chunk_tokens = chunk_target_;
         }

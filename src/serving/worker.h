@@ -24,6 +24,7 @@
 
 #include "engine/generate/generator.h"
 #include "engine/generate/sequence_switcher.h"
+#include "engine/model/prefill_quantum.h"
 #include "serving/prefix_cache.h"
 #include "serving/request_channel.h"
 #include "serving/request_metrics.h"
@@ -44,7 +45,8 @@ struct WorkerOptions {
     uint64_t state_budget_bytes = 0;
     // The reservation of a request whose context is `tokens` long.
     std::function<uint64_t(int64_t tokens)> state_bytes;
-    int64_t prefill_quantum = 256;
+    // The most rows of a prefill chunk: the quantum cut to the backend's rows per call.
+    engine::PrefillQuantum prefill_quantum;
     // Prefill pacing: while other requests are active or queued, prefill chunks start at
     // min(128, quantum) rows and adapt to take about this long (0: no adaptation).
     double prefill_chunk_seconds = 0.5;

@@ -1095,9 +1095,8 @@ CudaBackendOps::CudaBackendOps(const ModelWeights& weights, ExpertSource& expert
     }
     for (const LayerPlan& p : trunk_plan_)
         state_floats += (p.gdn_conv + p.gdn_recurrent + p.ple_conv) * (options.max_rows + 1);
-    validate_prefill_quantum(options.prefill_quantum);
     ChunkScratch scratch;
-    scratch.quantum = options.prefill_quantum;
+    scratch.quantum = options.prefill_quantum.rows();
     scratch.min_rows = std::max<int64_t>(options.max_rows, 1);
     scratch.row_bytes = prefill_scratch_row_bytes(c);
     scratch.fixed_bytes = 512ULL << 20;  // rows-independent temporaries and allocator rounding
@@ -1123,7 +1122,7 @@ CudaBackendOps::CudaBackendOps(const ModelWeights& weights, ExpertSource& expert
     const ChunkFit chunk = fit_prefill_chunk(setting, budget, req, scratch);
     prefill_rows_ = chunk.rows;
     scratch_reserved_bytes_ = chunk.scratch_bytes;
-    if (chunk.rows < options.prefill_quantum) log_warn("cuda", chunk.description);
+    if (chunk.rows < options.prefill_quantum.rows()) log_warn("cuda", chunk.description);
     pool_ = std::make_unique<DeviceExpertPool>(layout, static_cast<int64_t>(budget.n_slots),
                                                static_cast<void*>(stream_), options.max_bits,
                                                options.cache_policy);

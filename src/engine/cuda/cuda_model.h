@@ -32,16 +32,15 @@ struct CudaModelOptions {
     ReplacementKind cache_policy = ReplacementKind::Lru;
     // --prefill-quantum: rows per prefill call the scratch reservation covers (fewer when an
     // adaptive pool leaves less; max_rows_per_call() says how many).
-    int64_t prefill_quantum = kDefaultPrefillQuantum;
+    PrefillQuantum prefill_quantum;
     Tuning tuning;  // --tuning: the fast paths' A/B switches (engine/tuning.h)
 };
 
 // Uploads `weights` and sizes the device expert pool (adaptive: free device memory after the
 // weights, minus sequence state for max_ctx and the scratch of a prefill_quantum-row chunk).
-// Throws InvalidInput for a prefill_quantum out of range, for an explicit pool below one step's
-// union or one that leaves too little scratch for prefill_quantum rows, ResourceExhausted when
-// the device cannot hold the weights, and Unsupported without a usable device. `weights` and
-// `experts` must outlive the model.
+// Throws InvalidInput for an explicit pool below one step's union or one that leaves too little
+// scratch for prefill_quantum rows, ResourceExhausted when the device cannot hold the weights,
+// and Unsupported without a usable device. `weights` and `experts` must outlive the model.
 std::unique_ptr<ModelBackend> make_cuda_model(const ModelWeights& weights, ExpertSource& experts,
                                               const CudaModelOptions& options);
 

@@ -49,7 +49,6 @@ Generator::Generator(ModelBackend& model, GenerationOptions options)
         throw_invalid("--drafts must be 0, 1 or 2, got " + std::to_string(options_.drafts));
     }
     if (options_.max_ctx < 1) throw_invalid("--max-ctx must be positive");
-    validate_prefill_quantum(options_.prefill_quantum);
 }
 
 std::vector<int32_t> Generator::trunk_tokens(std::span<const int32_t> tokens,

@@ -37,7 +37,7 @@ struct GenerationOptions {
     int64_t max_ctx = 4096;
     // --prefill-quantum: the most prompt tokens per prefill call; calls are cut to
     // min(this, model.max_rows_per_call()) (engine/model/prefill_quantum.h).
-    int64_t prefill_quantum = kDefaultPrefillQuantum;
+    PrefillQuantum prefill_quantum;
     // Hand each emitted token the logits of the row that chose it (before penalties), for
     // log-probabilities. Tokens are still chosen exactly as without it.
     bool token_logits = false;
@@ -105,8 +105,8 @@ bool speculation_enabled(const ModelBackend& model, const GenerationOptions& opt
 
 class Generator {
 public:
-    // Throws InvalidInput for bad options, naming the flag: --drafts, --max-ctx,
-    // --prefill-quantum, sampling.
+    // Throws InvalidInput for bad options, naming the flag: --drafts, --max-ctx, sampling (the
+    // prefill quantum was checked when it was made).
     Generator(ModelBackend& model, GenerationOptions options);
 
     // Runs `prompt` and generates. on_token is called once per emitted token, in order; returning

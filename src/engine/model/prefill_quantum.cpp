@@ -7,10 +7,11 @@
 
 namespace cherenkov::engine {
 
-void validate_prefill_quantum(int64_t quantum) {
-    if (quantum >= 1 && quantum <= kMaxPrefillQuantum) return;
-    throw_invalid("--prefill-quantum must be between 1 and " + std::to_string(kMaxPrefillQuantum) +
-                  " (rows per prefill call), got " + std::to_string(quantum));
+PrefillQuantum PrefillQuantum::of(int64_t rows, std::string_view source) {
+    if (rows >= 1 && rows <= kMaxPrefillQuantum) return PrefillQuantum(rows);
+    throw_invalid(std::string(source) + " must be between 1 and " +
+                  std::to_string(kMaxPrefillQuantum) + " (rows per prefill call), got " +
+                  std::to_string(rows));
 }
 
 uint64_t prefill_scratch_row_bytes(const model_data::qwen4_exp::Config& c) {
@@ -25,9 +26,8 @@ uint64_t prefill_scratch_row_bytes(const model_data::qwen4_exp::Config& c) {
     return static_cast<uint64_t>(widest) * 8 * sizeof(float);
 }
 
-int64_t prefill_chunk_rows(const ModelBackend& model, int64_t quantum) {
-    validate_prefill_quantum(quantum);
-    return std::max<int64_t>(std::min(quantum, model.max_rows_per_call()), 1);
+int64_t prefill_chunk_rows(const ModelBackend& model, PrefillQuantum quantum) {
+    return std::max<int64_t>(std::min(quantum.rows(), model.max_rows_per_call()), 1);
 }
 
 ForwardResult forward_in_chunks(ModelBackend& model, SequenceState& state,

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string_view>
 
 #include "engine/model/model_backend.h"
 
@@ -22,8 +23,27 @@ inline constexpr int64_t kDefaultPrefillQuantum = 256;
 // Past this the scratch (tens of GB with a large vocabulary) outgrows any device we target.
 inline constexpr int64_t kMaxPrefillQuantum = 65536;
 
-// Throws InvalidInput naming --prefill-quantum unless 1 ≤ quantum ≤ kMaxPrefillQuantum.
-void validate_prefill_quantum(int64_t quantum);
+// The quantum as a value checked where it enters (the CLI flag, the server's configuration file,
+// a test) and carried as it is through the load, backend, generation and worker options: making
+// one is the only check, so no holder checks it again.
+class PrefillQuantum {
+public:
+    // kDefaultPrefillQuantum rows.
+    constexpr PrefillQuantum() = default;
+
+    // `rows` as a quantum. Throws InvalidInput naming `source` (the flag or the configuration
+    // field the value came from) unless 1 ≤ rows ≤ kMaxPrefillQuantum: "--prefill-quantum must
+    // be between 1 and 65536 (rows per prefill call), got 0".
+    static PrefillQuantum of(int64_t rows, std::string_view source = "--prefill-quantum");
+
+    int64_t rows() const { return rows_; }
+    bool operator==(const PrefillQuantum&) const = default;
+
+private:
+    explicit constexpr PrefillQuantum(int64_t rows) : rows_(rows) {}
+
+    int64_t rows_ = kDefaultPrefillQuantum;
+};
 
 // An upper bound of the activation bytes one prefill row keeps alive during a forward call:
 // eight float rows of the widest per-row tensor (logits, GDN conv input, attention heads,
@@ -32,7 +52,7 @@ void validate_prefill_quantum(int64_t quantum);
 uint64_t prefill_scratch_row_bytes(const model_data::qwen4_exp::Config& config);
 
 // Rows per prefill call for `quantum` on `model`: min(quantum, model.max_rows_per_call()).
-int64_t prefill_chunk_rows(const ModelBackend& model, int64_t quantum);
+int64_t prefill_chunk_rows(const ModelBackend& model, PrefillQuantum quantum);
 
 // Runs `tokens` through `model` as consecutive calls of at most `chunk_rows` rows each (the
 // state advances as one call would). With options.all_logits the result holds every row's

@@ -128,7 +128,6 @@ void validate_load_options(const LoadOptions& options) {
             "--repack rebuilds the low-bit expert table a run reads (--experts 3|2 or "
             "--miss-experts 3|2); with Q4 only there is none: experts.bin comes from prepare");
     }
-    validate_prefill_quantum(options.prefill_quantum);
     if (options.threads < 0) throw_invalid("--threads must be 0 (every CPU) or more");
     if (options.io_threads < 0) throw_invalid("--io-threads must be 0 (automatic) or more");
     if (options.max_rows < 1) throw_invalid("rows per decode step must be at least 1");
@@ -202,7 +201,7 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
     // reservation: up to min(rows · top-k, experts) experts per layer, fetched in groups of at
     // most the pool's slots (ExpertSource::max_batch_experts), so a pool of one decode step's
     // union serves any chunk, with more reads.
-    const uint64_t cpu_chunk_scratch = static_cast<uint64_t>(options.prefill_quantum) *
+    const uint64_t cpu_chunk_scratch = static_cast<uint64_t>(options.prefill_quantum.rows()) *
                                        prefill_scratch_row_bytes(loaded->weights_->config);
     // The host expert source with `pool` (the table in place when Mapped), and the CPU model
     // over it.
@@ -290,7 +289,7 @@ EngineStats LoadedModel::observe(const SequenceState* state) const {
     stats.load_seconds = load_seconds_;
     stats.backend = backend_name_;
     stats.expert_bits = expert_bits_;
-    stats.prefill_quantum = prefill_quantum_;
+    stats.prefill_quantum = prefill_quantum_.rows();
     stats.prefill_chunk_tokens = prefill_chunk_tokens();
     MemoryFigures& m = stats.memory;
     m.rss_bytes = proc_status_bytes("VmRSS");

@@ -47,7 +47,7 @@ struct LoadOptions {
     int64_t max_ctx = 4096;    // context the device memory plan leaves room for
     // --prefill-quantum: the most rows per prefill call, and the scratch the memory plan keeps
     // outside the expert pool for them (engine/model/prefill_quantum.h).
-    int64_t prefill_quantum = kDefaultPrefillQuantum;
+    PrefillQuantum prefill_quantum;
     // false (--drafts 0): the MTP draft head is neither loaded nor allocated, on either backend;
     // the model then has no MTP (has_mtp() false) and generates without speculation.
     bool draft_head = true;
@@ -76,8 +76,9 @@ struct LoadOptions {
 
 // Checks every option that needs no store: precisions (mixed mode reads misses at lower
 // precision than Q4 residents, so it needs --experts 4), --cut-weak (a routing weight, 0 to 1),
-// the prefill quantum, threads, rows and context. Throws InvalidInput naming the flag. load()
-// calls it first; callers that resolve the model call it before resolving.
+// threads, rows and context (the prefill quantum is checked when it is made). Throws
+// InvalidInput naming the flag. load() calls it first; callers that resolve the model call it
+// before resolving.
 void validate_load_options(const LoadOptions& options);
 
 // "auto" → "cuda" when the build has CUDA and a device answers, else "cpu"; "cpu"/"cuda" as
@@ -105,7 +106,7 @@ public:
     int expert_bits() const { return expert_bits_; }
     // --prefill-quantum as given, and the rows per prefill call it comes to on this backend:
     // min(quantum, model().max_rows_per_call()).
-    int64_t prefill_quantum() const { return prefill_quantum_; }
+    PrefillQuantum prefill_quantum() const { return prefill_quantum_; }
     int64_t prefill_chunk_tokens() const;
 
     // Bytes read from expert tables so far.
@@ -137,7 +138,7 @@ private:
     std::string backend_name_ = "cpu";
     double load_seconds_ = 0.0;
     int expert_bits_ = 4;
-    int64_t prefill_quantum_ = kDefaultPrefillQuantum;
+    PrefillQuantum prefill_quantum_;
     uint64_t pool_bytes_ = 0;
     std::string pool_description_;
     std::chrono::steady_clock::time_point loaded_at_{};

@@ -36,7 +36,7 @@ struct LimitSettings {
     int64_t max_queued = WorkerOptions{}.max_queued;
     int64_t max_body_mb = static_cast<int64_t>(HttpOptions{}.max_body_bytes >> 20);
     int64_t write_timeout_seconds = HttpOptions{}.write_timeout.count();
-    int64_t prefill_quantum = engine::kDefaultPrefillQuantum;
+    engine::PrefillQuantum prefill_quantum;
     double prefill_chunk_seconds = WorkerOptions{}.prefill_chunk_seconds;
     std::string state_memory_gb = "auto";  // decimal GB, or auto: a quarter of free memory
 };

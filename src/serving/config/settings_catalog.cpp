@@ -47,6 +47,9 @@ SettingValue to_value(const std::string& v) {
 SettingValue to_value(const engine::PoolSetting& v) {
     return engine::pool_setting_text(v);
 }
+SettingValue to_value(const engine::PrefillQuantum& v) {
+    return v.rows();
+}
 
 void from_value(const SettingValue& value, bool& field) {
     field = std::get<bool>(value);
@@ -81,13 +84,23 @@ void from_value(const SettingValue& value, engine::PoolSetting& field) {
     }
     field = engine::parse_pool_setting(text, engine::PoolFlag::HostPool);
 }
+// A quantum in the setting's range (check_value); made here, so a message would name the key.
+void from_value(const SettingValue& value, engine::PrefillQuantum& field, const std::string& key) {
+    field = engine::PrefillQuantum::of(std::get<int64_t>(value), key);
+}
 
 // `access` is a generic lambda returning a reference to the field of a (const) ServeConfig.
 template <typename Access>
 Setting make(Setting spec, Access access) {
     spec.get = [access](const ServeConfig& config) { return to_value(access(config)); };
-    spec.set = [access](ServeConfig& config, const SettingValue& value) {
-        from_value(value, access(config));
+    spec.set = [access, key = spec.key](ServeConfig& config, const SettingValue& value) {
+        auto& field = access(config);
+        // Typed values that check themselves when made name the key they came from.
+        if constexpr (requires { from_value(value, field, key); }) {
+            from_value(value, field, key);
+        } else {
+            from_value(value, field);
+        }
     };
     return spec;
 }

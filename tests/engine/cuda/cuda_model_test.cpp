@@ -43,7 +43,7 @@ struct CudaFixture {
         engine::cuda::CudaModelOptions options;
         options.pool = engine::parse_pool_setting(pool);
         options.max_ctx = 512;
-        options.prefill_quantum = prefill_quantum;
+        options.prefill_quantum = engine::PrefillQuantum::of(prefill_quantum);
         options.tuning = tuning;
         gpu = engine::cuda::make_cuda_model(*cpu.weights, experts, options);
     }
@@ -493,7 +493,8 @@ TEST(CudaModel, SmallPrefillQuantumPrefillsALongerPromptInChunksIdentically) {
     all.all_logits = true;
     int64_t calls = 0;
     const engine::ForwardResult chunked = engine::forward_in_chunks(
-        *small.gpu, state, tokens, all, engine::prefill_chunk_rows(*small.gpu, 256), &calls);
+        *small.gpu, state, tokens, all,
+        engine::prefill_chunk_rows(*small.gpu, engine::PrefillQuantum::of(256)), &calls);
     EXPECT_EQ(calls, 7);
     EXPECT_LE(max_abs_diff(chunked.logits, whole), 1e-4F);
 
@@ -504,7 +505,7 @@ TEST(CudaModel, SmallPrefillQuantumPrefillsALongerPromptInChunksIdentically) {
         options.drafts = drafts;
         options.stop_at_eos = false;
         options.max_ctx = 256;
-        options.prefill_quantum = 256;
+        options.prefill_quantum = engine::PrefillQuantum::of(256);
         const std::vector<int32_t> expected = generate_tokens(large.cpu.model, prompt, options);
         EXPECT_EQ(generate_tokens(*large.gpu, prompt, options), expected) << "drafts " << drafts;
         engine::GenerationStats stats;
@@ -528,7 +529,7 @@ TEST(CudaModel, AMappedTableGivesTheSameBitsAsReadRecords) {
     engine::cuda::CudaModelOptions options;
     options.pool = engine::parse_pool_setting(minimal_pool(checkpoint));
     options.max_ctx = 512;
-    options.prefill_quantum = 64;
+    options.prefill_quantum = engine::PrefillQuantum::of(64);
     const std::unique_ptr<engine::ModelBackend> gpu =
         engine::cuda::make_cuda_model(*cpu.weights, mapped, options);
     EXPECT_EQ(engine::backend_stats_json(gpu->backend_stats())
@@ -549,8 +550,9 @@ TEST(CudaModel, PrefillQuantumOutOfRangeNamesTheFlag) {
     engine::cuda::CudaModelOptions options;
     options.pool = engine::PoolSetting::of(engine::PoolMode::Max);
     options.max_ctx = 512;
-    options.prefill_quantum = 0;
     try {
+        // A quantum out of range cannot be made, so no model is built with one.
+        options.prefill_quantum = engine::PrefillQuantum::of(0);
         engine::cuda::make_cuda_model(*cpu.weights, experts, options);
         FAIL() << "accepted --prefill-quantum 0";
     } catch (const Error& e) {

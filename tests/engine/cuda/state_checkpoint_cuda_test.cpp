@@ -26,7 +26,7 @@ struct DeviceModel {
         engine::cuda::CudaModelOptions options;
         options.pool = engine::PoolSetting::of(engine::PoolMode::Max);
         options.max_ctx = 256;
-        options.prefill_quantum = 64;
+        options.prefill_quantum = engine::PrefillQuantum::of(64);
         gpu = engine::cuda::make_cuda_model(*cpu.weights, experts, options);
     }
     FixtureEngine cpu;

@@ -177,7 +177,7 @@ TEST(Generator, BackendSelectionEqualsTheHostLogitsPath) {
     engine::GenerationOptions options;
     options.max_tokens = 40;
     options.stop_at_eos = false;
-    options.prefill_quantum = 8;  // several prefill chunks
+    options.prefill_quantum = engine::PrefillQuantum::of(8);  // several prefill chunks
     for (int drafts = 0; drafts <= 2; ++drafts) {
         options.drafts = drafts;
         CountingBackend selecting(engine.model);

@@ -1,12 +1,14 @@
-// The prefill quantum (engine/model/prefill_quantum.h): range checks naming --prefill-quantum,
-// chunked forward calls equal to one call, greedy generation identical for quanta 1, 7 and 256
-// (with and without MTP drafts, whose pending residuals span chunks), and chunks cut further to a
-// backend's max_rows_per_call (also through --check's wrapper).
+// The prefill quantum (engine/model/prefill_quantum.h): range checks naming --prefill-quantum or
+// the configuration key the value came from, chunked forward calls equal to one call, greedy
+// generation identical for quanta 1, 7 and 256 (with and without MTP drafts, whose pending
+// residuals span chunks), and chunks cut further to a backend's max_rows_per_call (also through
+// --check's wrapper).
 #include "engine/model/prefill_quantum.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -38,14 +40,20 @@ private:
     int64_t limit_;
 };
 
-void expect_rejected(int64_t quantum) {
+// `source` null: made as the CLI makes it, whose messages name --prefill-quantum.
+void expect_rejected(int64_t quantum, const char* source = nullptr) {
     try {
-        engine::validate_prefill_quantum(quantum);
+        if (source == nullptr) {
+            engine::PrefillQuantum::of(quantum);
+        } else {
+            engine::PrefillQuantum::of(quantum, source);
+        }
         FAIL() << "accepted " << quantum;
     } catch (const Error& e) {
         EXPECT_EQ(e.kind(), ErrorKind::InvalidInput);
         const std::string message = e.what();
-        EXPECT_NE(message.find("--prefill-quantum"), std::string::npos) << message;
+        const std::string named = source == nullptr ? "--prefill-quantum" : source;
+        EXPECT_EQ(message.rfind(named + " must be between 1 and 65536", 0), 0U) << message;
         EXPECT_NE(message.find("got " + std::to_string(quantum)), std::string::npos) << message;
     }
 }
@@ -53,18 +61,35 @@ void expect_rejected(int64_t quantum) {
 TEST(PrefillQuantum, AcceptsOneTo65536AndNamesTheFlagOtherwise) {
     for (const int64_t good :
          {int64_t{1}, int64_t{7}, engine::kDefaultPrefillQuantum, engine::kMaxPrefillQuantum}) {
-        EXPECT_NO_THROW(engine::validate_prefill_quantum(good)) << good;
+        EXPECT_EQ(engine::PrefillQuantum::of(good).rows(), good);
     }
-    for (const int64_t bad : {int64_t{0}, int64_t{-1}, engine::kMaxPrefillQuantum + 1}) {
+    for (const int64_t bad : {int64_t{0}, int64_t{-1}, engine::kMaxPrefillQuantum + 1,
+                              std::numeric_limits<int64_t>::min()}) {
         expect_rejected(bad);
     }
+}
+
+// A value from the server's configuration file names its key, not the flag.
+TEST(PrefillQuantum, MessagesNameWhereTheValueCameFrom) {
+    expect_rejected(0, "limits.prefill_quantum");
+    expect_rejected(engine::kMaxPrefillQuantum + 1, "limits.prefill_quantum");
+    EXPECT_EQ(engine::PrefillQuantum::of(12, "limits.prefill_quantum").rows(), 12);
+}
+
+// A quantum nobody set is the default, and equal quanta compare equal.
+TEST(PrefillQuantum, DefaultsTo256AndComparesByRows) {
+    EXPECT_EQ(engine::PrefillQuantum().rows(), engine::kDefaultPrefillQuantum);
+    EXPECT_EQ(engine::PrefillQuantum(), engine::PrefillQuantum::of(256));
+    EXPECT_NE(engine::PrefillQuantum::of(3), engine::PrefillQuantum::of(4));
+    EXPECT_EQ(engine::GenerationOptions{}.prefill_quantum, engine::PrefillQuantum());
 }
 
 TEST(PrefillQuantum, GeneratorRejectsABadQuantumBeforeWork) {
     FixtureEngine engine("tiny_c/hf_nested_fused");
     engine::GenerationOptions options;
-    options.prefill_quantum = 0;
     try {
+        // A quantum out of range cannot be made, so no generator runs with one.
+        options.prefill_quantum = engine::PrefillQuantum::of(0);
         engine::Generator generator(engine.model, options);
         FAIL() << "accepted --prefill-quantum 0";
     } catch (const Error& e) {
@@ -75,11 +100,11 @@ TEST(PrefillQuantum, GeneratorRejectsABadQuantumBeforeWork) {
 TEST(PrefillQuantum, ChunkRowsAreTheQuantumCutToTheBackendsLimit) {
     FixtureEngine engine("tiny_c/hf_nested_fused");
     EXPECT_EQ(engine.model.max_rows_per_call(), std::numeric_limits<int64_t>::max());
-    EXPECT_EQ(engine::prefill_chunk_rows(engine.model, 256), 256);
+    EXPECT_EQ(engine::prefill_chunk_rows(engine.model, engine::PrefillQuantum::of(256)), 256);
     RowLimitedBackend limited(engine.model, 5);
-    EXPECT_EQ(engine::prefill_chunk_rows(limited, 256), 5);
-    EXPECT_EQ(engine::prefill_chunk_rows(limited, 3), 3);
-    EXPECT_THROW(engine::prefill_chunk_rows(limited, 0), Error);
+    EXPECT_EQ(engine::prefill_chunk_rows(limited, engine::PrefillQuantum::of(256)), 5);
+    EXPECT_EQ(engine::prefill_chunk_rows(limited, engine::PrefillQuantum::of(3)), 3);
+    EXPECT_THROW(engine::prefill_chunk_rows(limited, engine::PrefillQuantum::of(0)), Error);
 }
 
 TEST(PrefillQuantum, ChunkedCallsEqualOneCall) {
@@ -135,7 +160,7 @@ TEST(PrefillQuantum, GreedyTextIsTheSameForQuanta1And7And256) {
         options.drafts = drafts;
         std::vector<std::vector<int32_t>> outputs;
         for (const int64_t quantum : {int64_t{1}, int64_t{7}, int64_t{256}}) {
-            options.prefill_quantum = quantum;
+            options.prefill_quantum = engine::PrefillQuantum::of(quantum);
             engine::GenerationStats stats;
             outputs.push_back(generate_tokens(engine.model, prompt, options, &stats));
             EXPECT_EQ(stats.prefill_chunk_tokens, quantum);

@@ -47,7 +47,7 @@ TEST(EngineStats, GenerationPrefillAndExpertCountersShareOneObservation) {
     GenerationOptions options;
     options.max_tokens = 3;
     options.drafts = 0;
-    options.prefill_quantum = 4;
+    options.prefill_quantum = PrefillQuantum::of(4);
     options.prefill_counters = &loaded->prefill_counters();
     Generator generator(loaded->model(), options);
     const std::vector<int32_t> prompt = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};

@@ -98,7 +98,7 @@ TEST(ConfigFile, ParsesEveryKey) {
     EXPECT_EQ(c.limits.max_queued, 32);
     EXPECT_EQ(c.limits.max_body_mb, 16);
     EXPECT_EQ(c.limits.write_timeout_seconds, 45);
-    EXPECT_EQ(c.limits.prefill_quantum, 1024);
+    EXPECT_EQ(c.limits.prefill_quantum.rows(), 1024);
     EXPECT_DOUBLE_EQ(c.limits.prefill_chunk_seconds, 0.25);
     EXPECT_EQ(c.limits.state_memory_gb, "12.5");
     EXPECT_EQ(c.experts.resident_bits, 4);
