@@ -265,16 +265,17 @@ public:
     // crosses PCIe. Grown on demand: a decode step's rows, or a prefill chunk's.
     void append_residuals(const float* x, int64_t n_rows, cudaStream_t stream) {
         if (residual_rows_ + n_rows > residual_capacity_) {
-            // The old rows move with the stream's order; the old buffer is freed after them.
+            // Queued copies into the old buffer finish before its rows move and it is freed.
             CHERENKOV_CUDA_CHECK(cudaStreamSynchronize(stream));
-            DeviceBuffer old = std::move(residuals_);
-            const int64_t kept = residual_rows_;
-            residual_capacity_ = 0;
-            reserve_residuals(std::max(residual_rows_ + n_rows, 2 * residual_capacity_of(old)));
-            if (kept > 0) {
-                CHERENKOV_CUDA_CHECK(cudaMemcpy(residuals_.data(), old.data(), residual_bytes(kept),
+            const int64_t rows = std::max(residual_rows_ + n_rows, 2 * residual_capacity_);
+            DeviceBuffer grown(residual_bytes(rows));
+            if (residual_rows_ > 0) {
+                CHERENKOV_CUDA_CHECK(cudaMemcpy(grown.data(), residuals_.data(),
+                                                residual_bytes(residual_rows_),
                                                 cudaMemcpyDeviceToDevice));
             }
+            residuals_ = std::move(grown);
+            residual_capacity_ = rows;
         }
         CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(residuals_.as<float>() + residual_rows_ * width(), x,
                                              residual_bytes(n_rows), cudaMemcpyDeviceToDevice,
@@ -394,9 +395,6 @@ private:
     int64_t width() const { return config_->hc_width(); }
     size_t residual_bytes(int64_t rows) const {
         return static_cast<size_t>(rows * width()) * sizeof(float);
-    }
-    int64_t residual_capacity_of(const DeviceBuffer& b) const {
-        return static_cast<int64_t>(b.size() / residual_bytes(1));
     }
     void reserve_residuals(int64_t rows) {
         if (rows <= residual_capacity_) return;

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <span>
 #include <string>
@@ -105,10 +106,10 @@ public:
     virtual void token_mixer(const float* mix, float* y) = 0;  // GDN or QSA
     // x[t, s·H + d] += inject[t, s] · y[t, d]
     virtual void combine(float* x, const float* inject, const float* y) = 0;
-    // A host decision point: how this layer's MoE runs (MoePath). `next`: the following trunk
-    // layer, whose router the Host path applies to these rows to predict its experts.
+    // A host decision point: how this layer's MoE runs (MoePath).
     virtual MoePath moe_path() = 0;
-    // y = MoE(mix), then x += inject · y (the MLP side's combine).
+    // y = MoE(mix), then x += inject · y (the MLP side's combine). `next`: the following trunk
+    // layer, whose router the Host path applies to these rows to predict its experts.
     virtual void moe_on_device(const float* mix, float* y, float* x, const float* inject) = 0;
     virtual void moe_route(const float* mix, const LayerRef* next) = 0;
     virtual void moe_finish(const float* mix, const LayerRef* next, float* y, float* x,
@@ -154,7 +155,8 @@ public:
     virtual void truncate_residuals(SequenceState& state, int64_t rows) = 0;
     virtual void clear_residuals(SequenceState& state) = 0;
 
-    virtual int64_t max_rows_per_call() const;
+    // As ModelBackend::max_rows_per_call: no limit unless the backend's scratch sets one.
+    virtual int64_t max_rows_per_call() const { return std::numeric_limits<int64_t>::max(); }
     virtual BackendStats backend_stats() const { return {}; }
     virtual GpuStageTotals gpu_stage_totals() const { return {}; }
 };

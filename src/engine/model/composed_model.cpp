@@ -19,7 +19,7 @@ SequenceState ComposedModel::new_sequence(int64_t max_ctx) const {
 }
 
 template <typename Body>
-auto ComposedModel::run_pass(SequenceState& state, const PassSpec& spec, Body&& body) {
+void ComposedModel::run_pass(SequenceState& state, const PassSpec& spec, Body&& body) {
     {
         const std::unique_ptr<ForwardPass> pass = ops_->begin_pass(state, spec);
         body(*pass);

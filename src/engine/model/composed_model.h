@@ -48,7 +48,7 @@ public:
 private:
     // One call: begin_pass, `body`, after_pass.
     template <typename Body>
-    auto run_pass(SequenceState& state, const PassSpec& spec, Body&& body);
+    void run_pass(SequenceState& state, const PassSpec& spec, Body&& body);
     MtpResult mtp_rows(SequenceState& state, bool chain, std::span<const int32_t> tokens,
                        int64_t first_position, int64_t step, bool all_logits, ForwardTrace* trace,
                        const TokenSelection* select);

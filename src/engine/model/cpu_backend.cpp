@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <deque>
-#include <limits>
 #include <string>
 #include <vector>
 
@@ -12,10 +11,6 @@
 namespace cherenkov::engine {
 
 namespace q4 = model_data::qwen4_exp;
-
-int64_t BackendOps::max_rows_per_call() const {
-    return std::numeric_limits<int64_t>::max();
-}
 
 namespace {
 
