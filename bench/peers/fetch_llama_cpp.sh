@@ -22,7 +22,7 @@ archive="$work/llama_cpp_python-$version.tar.gz"
 echo "$sha256  $archive" | sha256sum --check --quiet
 tar xzf "$archive" -C "$work"
 src="$work/llama_cpp_python-$version/vendor/llama.cpp"
-rm -rf "$src/models" "$src/docs" "$src/media" "$src/benches"
+rm -rf "${src:?}/models" "${src:?}/docs" "${src:?}/media" "${src:?}/benches"
 mkdir -p "$repo/.peers"
 tar cJf "$out.tmp" -C "$src/.." llama.cpp
 mv "$out.tmp" "$out"

@@ -46,15 +46,9 @@ while [[ $# -gt 0 ]]; do
 done
 out=${out:-$work/results}
 mkdir -p "$work" "$out"
-log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
-timed() {  # timed NAME CMD...: runs CMD, appends "NAME seconds" to $out/steps.txt
-    local name=$1 start end
-    shift
-    start=$(date +%s.%N)
-    "$@"
-    end=$(date +%s.%N)
-    echo "$name $(python3 -c "print(f'{$end - $start:.1f}')")" | tee -a "$out/steps.txt" >&2
-}
+# shellcheck source=bench/peers/peer_common.sh
+source "$repo/bench/peers/peer_common.sh"
+converter_python=$("$repo/bench/peers/converter_env.sh")
 
 # ---------------------------------------------------------------- machine facts (no hostnames)
 {
@@ -64,31 +58,12 @@ timed() {  # timed NAME CMD...: runs CMD, appends "NAME seconds" to $out/steps.t
     echo "disk free: $(df -BG --output=avail "$work" | tail -1 | tr -d ' ')"
     echo "cherenkov: $(sha256sum "$binary" | cut -c1-16)"
     echo "llama.cpp: llama-cpp-python 0.3.36 vendored source"
-    echo "torch: $(python3 -c 'import torch; print(torch.__version__)') transformers: $(python3 -c 'import transformers; print(transformers.__version__)')"
+    echo "torch: $("$converter_python" -c 'import torch; print(torch.__version__)') transformers: $(python3 -c 'import transformers; print(transformers.__version__)')"
 } >"$out/machine.txt"
 cat "$out/machine.txt" >&2
 
 # ---------------------------------------------------------------- llama.cpp
-llama="$work/llama.cpp"
-if [[ ! -x "$llama/build/bin/llama-bench" ]]; then
-    tarball=$(ls "$repo"/.peers/llama.cpp-*.tar.xz 2>/dev/null | tail -1)
-    [[ -n "$tarball" ]] || { echo "no .peers/llama.cpp-*.tar.xz: run bench/peers/fetch_llama_cpp.sh" >&2; exit 1; }
-    rm -rf "$llama"
-    tar xJf "$tarball" -C "$work"
-    generator=$(command -v ninja >/dev/null && echo Ninja || echo "Unix Makefiles")
-    timed build_llama_cpp bash -c "cmake -S '$llama' -B '$llama/build' -G '$generator' -DCMAKE_BUILD_TYPE=Release \
-        -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
-        -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DBUILD_SHARED_LIBS=OFF >/dev/null && \
-        cmake --build '$llama/build' -j '$(nproc)' --target llama-bench llama-quantize >/dev/null"
-fi
-# llama.cpp's converter gives a layer its QSA compress ratio only where layer_types says
-# "full_attention", but transformers' config class renames that entry (qwen_sparse_attention in
-# 5.17, indexed_attention in 5.23), and the GGUF then silently runs QSA as dense attention. Accept
-# every spelling (the GGUF's attention.compress_ratios is checked after conversion).
-sed -i 's/if layer_types\[i\] == "full_attention" else 0/if layer_types[i] in ("full_attention", "qwen_sparse_attention", "indexed_attention") else 0/' \
-    "$llama/conversion/qwen4exp.py"
-grep -q '"indexed_attention") else 0' "$llama/conversion/qwen4exp.py" ||
-    { echo "llama_cpp.sh: the converter's compress-ratio line has changed; look at conversion/qwen4exp.py" >&2; exit 1; }
+peer_llama_cpp -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90
 [[ "$until_step" == build ]] && exit 0
 
 # ---------------------------------------------------------------- limits: HBM and disk
@@ -114,41 +89,8 @@ for layers in $layers_list; do
     res="$out/L$layers"
     mkdir -p "$dir" "$res"
     # ------------------------------------------------------------ weights in both forms
-    if [[ ! -f "$dir/q4_0.gguf" || ! -f "$dir/store/manifest.json" ]]; then
-        if [[ ! -f "$dir/ckpt/config.json" && ! -f "$dir/q8_0.gguf" ]]; then
-            timed "L$layers write_checkpoint" python3 "$repo/bench/synthetic_store.py" "$dir/ckpt" --bf16 \
-                --layers "$layers" --vocab 248320 --tokenizer "$repo/tests/data/tokenizer-qwen2-qwen3" $synthetic
-        fi
-        if [[ ! -f "$dir/store/manifest.json" ]]; then
-            timed "L$layers cherenkov_prepare" "$binary" prepare "$dir/ckpt" --output "$dir/store" >/dev/null
-        fi
-        if [[ ! -f "$dir/q8_0.gguf" ]]; then
-            timed "L$layers llama_convert" python3 "$llama/convert_hf_to_gguf.py" "$dir/ckpt" \
-                --outtype q8_0 --outfile "$dir/q8_0.gguf.partial" >"$res/convert.log" 2>&1
-            mv "$dir/q8_0.gguf.partial" "$dir/q8_0.gguf"
-        fi
-        rm -rf "$dir/ckpt"
-        # The QSA layer must reach llama.cpp as sparse attention (issue 34's trap).
-        PYTHONPATH="$llama/gguf-py" python3 - "$dir/q8_0.gguf" >"$res/compress_ratios.txt" <<'PY'
-import sys, gguf
-reader = gguf.GGUFReader(sys.argv[1])
-field = next(f for name, f in reader.fields.items() if name.endswith("attention.compress_ratios"))
-print([int(field.parts[i][0]) for i in field.data])
-PY
-        log "L$layers compress ratios: $(cat "$res/compress_ratios.txt")"
-        grep -q '[1-9]' "$res/compress_ratios.txt" ||
-            { echo "llama_cpp.sh: the GGUF has no QSA compress ratio; it would run QSA as dense attention" >&2; exit 1; }
-        [[ "$until_step" == convert ]] && exit 0
-        for type in Q4_0 Q4_K_M; do
-            lower=$(echo "$type" | tr 'A-Z' 'a-z')
-            if [[ ! -f "$dir/$lower.gguf" ]]; then
-                timed "L$layers llama_quantize_$type" "$llama/build/bin/llama-quantize" --allow-requantize \
-                    "$dir/q8_0.gguf" "$dir/$lower.gguf.partial" "$type" >"$res/quantize_$lower.log" 2>&1
-                mv "$dir/$lower.gguf.partial" "$dir/$lower.gguf"
-            fi
-        done
-        rm -f "$dir/q8_0.gguf"
-    fi
+    # shellcheck disable=SC2086 # --synthetic is a list of flags
+    peer_weights "$dir" "$res" "$layers" $synthetic
     [[ "$until_step" == quantize ]] && exit 0
 
     # ------------------------------------------------------------ llama.cpp
@@ -180,7 +122,7 @@ PY
         [[ -s "$res/cherenkov_$name.json" ]] && return 0
         "$binary" bench "$dir/store" --backend cuda --prompt-tokens "$prompt" --gen-tokens "$gen" \
             --repeat 3 --json "$@" >"$res/cherenkov_$name.json" 2>"$res/cherenkov_$name.log" ||
-            { log "cherenkov $name failed: $(tail -1 "$res/cherenkov_$name.log")"; rm -f "$res/cherenkov_$name.json"; }
+            { peer_log "cherenkov $name failed: $(tail -1 "$res/cherenkov_$name.log")"; rm -f "$res/cherenkov_$name.json"; }
     }
     cbench resident --pool-gb max
     cbench resident_q512 --pool-gb max --prefill-quantum 512

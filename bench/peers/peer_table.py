@@ -5,6 +5,13 @@ HBM roofline (bytes a decode token must read / the device-to-device copy rate me
 same run), and disk streaming against the disk's O_DIRECT rates.
 
     bench/peers/peer_table.py RESULTS_DIR LAYERS STORE_DIR   (reads RESULTS_DIR/L<LAYERS>/*.json)
+
+With --cpu, the table of bench/peers/llama_cpp_cpu.sh: both engines on the CPU with everything in
+RAM and with the experts streamed from disk under a memory limit, the load average before and
+after each regime, decode bytes per token against the RAM copy rate measured in the same run, and
+the machine (RESULTS_DIR/machine.txt).
+
+    bench/peers/peer_table.py --cpu RESULTS_DIR TAG STORE_DIR   (reads RESULTS_DIR/TAG/*.json)
 """
 import json
 import os
@@ -19,15 +26,16 @@ def load(path):
         return None
 
 
-def llama_rates(entries, **match):
-    """{(quant, 'pp'|'tg'): [tok/s...]} of llama-bench JSON entries matching `match`."""
+def llama_rates(entries, best=False, **match):
+    """{(quant, 'pp'|'tg'): [tok/s...]} of llama-bench JSON entries matching `match`: each entry's
+    average over its repeats, or with `best` its fastest repeat (as Cherenkov's best_* figures)."""
     out = {}
     for e in entries or []:
         if any(e.get(k) != v for k, v in match.items()):
             continue
         quant = "Q4_K_M" if "q4_k_m" in e["model_filename"] else "Q4_0"
         kind = "pp" if e["n_prompt"] > 0 else "tg"
-        out.setdefault((quant, kind), []).append(e["avg_ts"])
+        out.setdefault((quant, kind), []).append(max(e["samples_ts"]) if best else e["avg_ts"])
     return out
 
 
@@ -36,7 +44,10 @@ def span(values):
     if not values:
         return "-"
     lo, hi = min(values), max(values)
-    return f"{lo:,.0f}" if abs(hi - lo) < 0.5 else f"{lo:,.0f}-{hi:,.0f}"
+    digits = 1 if hi < 100 else 0  # CPU and disk rates are small numbers
+    if round(lo, digits) == round(hi, digits):
+        return f"{lo:,.{digits}f}"
+    return f"{lo:,.{digits}f}-{hi:,.{digits}f}"
 
 
 def ratio(ours, theirs):
@@ -68,7 +79,96 @@ def decode_bytes_per_token(store_dir):
     return dense + routed
 
 
+def load_averages(res):
+    """{regime: 'before -> after' 1-minute load averages} from load.txt (the last entry wins)."""
+    loads = {}
+    try:
+        with open(os.path.join(res, "load.txt")) as f:
+            for line in f:
+                words = line.split()
+                if len(words) == 9 and words[1] == "before" and words[5] == "after":
+                    loads[words[0]] = f"{words[2]} -> {words[6]}"
+    except OSError:
+        pass
+    return loads
+
+
+def cpu_main(out_dir, tag, store_dir):
+    res = os.path.join(out_dir, tag)
+    limits = load(os.path.join(out_dir, "limits.json")) or {}
+    loads = load_averages(res)
+    ram = llama_rates(load(os.path.join(res, "llama_ram.json")), best=True)
+    stream = llama_rates(load(os.path.join(res, "llama_stream.json")), best=True)
+    memory = {name: load(os.path.join(res, f"{name}_mem.json")) or {}
+              for name in ("llama_stream", "cherenkov_stream")}
+    limit = (load(os.path.join(res, "stream_limit.json")) or {}).get("limit_bytes")
+
+    def ours(name, key):
+        return cherenkov(res, name, key)
+
+    def load_cell(*regimes):
+        names = {"cherenkov_ram": "Cherenkov cache", "cherenkov_mapped": "Cherenkov mapped",
+                 "llama_ram": "llama.cpp", "cherenkov_stream": "Cherenkov", "llama_stream": "llama.cpp"}
+        return "; ".join(f"{names[r]} {loads[r]}" for r in regimes if r in loads) or "-"
+
+    rows = []
+    for kind, key, label in (("pp", "best_prefill_tokens_per_second", "prefill"),
+                             ("tg", "best_decode_tokens_per_second", "decode")):
+        pool, mapped = ours("ram", key), ours("mapped", key)
+        q40, q4k = ram.get(("Q4_0", kind), []), ram.get(("Q4_K_M", kind), [])
+        rows.append((f"in RAM, {label}", f"{span(pool)} (cache of every expert); {span(mapped)} (mapped)",
+                     f"{span(q40)} (Q4_0), {span(q4k)} (Q4_K_M)", ratio(pool + mapped, q40 + q4k),
+                     load_cell("cherenkov_ram", "cherenkov_mapped", "llama_ram")))
+    if limit:
+        for kind, key, label in (("pp", "best_prefill_tokens_per_second", "prefill"),
+                                 ("tg", "best_decode_tokens_per_second", "decode")):
+            theirs = stream.get(("Q4_0", kind), [])
+            rows.append((f"streamed, {limit / 2**30:.2f} GiB limit, {label}", span(ours("stream", key)),
+                         f"{span(theirs)} (Q4_0, mmap)", ratio(ours("stream", key), theirs),
+                         load_cell("cherenkov_stream", "llama_stream")))
+    elif os.path.exists(os.path.join(res, "stream_skipped.txt")):
+        with open(os.path.join(res, "stream_skipped.txt")) as f:
+            rows.append(("streamed", "not run", "not run", f"no memory limit here: {f.read().strip()}", "-"))
+
+    try:
+        with open(os.path.join(out_dir, "machine.txt")) as f:
+            facts = dict(line.rstrip("\n").split(": ", 1) for line in f if ": " in line)
+    except OSError:
+        facts = {}
+    print(f"### CPU, {tag} ({facts.get('cpu', '?')}, {facts.get('cpus', '?')} cores, {facts.get('memory', '?')})\n")
+    print("| regime | Cherenkov tok/s | llama.cpp tok/s | ratio | load average before -> after |")
+    print("|---|---|---|---|---|")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+    per_token = decode_bytes_per_token(store_dir)
+    copy = limits.get("ram_copy_gbps")
+    if per_token and copy:
+        roof = copy * 1e9 / per_token
+        best = {"Cherenkov": ours("ram", "best_decode_tokens_per_second") + ours("mapped", "best_decode_tokens_per_second"),
+                "llama.cpp": ram.get(("Q4_0", "tg"), []) + ram.get(("Q4_K_M", "tg"), [])}
+        shares = ", ".join(f"{name} {100 * max(v) / roof:.0f}%" for name, v in best.items() if v)
+        print(f"\nA decode token reads {per_token / 1e6:.1f} MB (dense weights without the embedding, plus "
+              f"top-k experts in every layer); at the measured RAM copy rate of {copy:.1f} GB/s (read + "
+              f"write) the bound is {roof:.1f} tok/s; best in-RAM decode: {shares} of it.")
+    for name in ("llama_stream", "cherenkov_stream"):
+        m = memory[name]
+        if m:
+            print(f"{name}: peak {m.get('peak_usage_bytes', 0) / 2**30:.2f} GiB in the cgroup "
+                  f"({m.get('peak_anon_bytes', 0) / 2**30:.2f} GiB anonymous), {m.get('limit_hits', 0)} limit hits, "
+                  f"exit status {m.get('exit_status')}.")
+    disk = load(os.path.join(res, "disk.json"))
+    run = (load(os.path.join(res, "cherenkov_stream.json")) or {}).get("runs", [{}])[0]
+    if disk:
+        print(f"Disk (O_DIRECT, one reader): {disk.get('sequential_mb_per_s', 0) / 1e3:.2f} GB/s sequential, "
+              f"{disk.get('random_record_mb_per_s', 0) / 1e3:.2f} GB/s random records"
+              + (f"; Cherenkov's streamed decode read {run['decode_expert_bytes_per_token'] / 1e6:.0f} MB of "
+                 "experts a token." if run.get("decode_expert_bytes_per_token") else "."))
+
+
 def main():
+    if sys.argv[1] == "--cpu":
+        cpu_main(sys.argv[2], sys.argv[3], sys.argv[4])
+        return
     out_dir, layers = sys.argv[1], int(sys.argv[2])
     res = os.path.join(out_dir, f"L{layers}")
     limits = load(os.path.join(out_dir, "limits.json")) or {}

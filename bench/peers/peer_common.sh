@@ -1,0 +1,85 @@
+# shellcheck shell=bash disable=SC2154  # repo, work, out, binary, until_step: set by the caller
+# Steps shared by the peer benchmarks (bench/peers/llama_cpp.sh on a GPU machine,
+# bench/peers/llama_cpp_cpu.sh on the CPU): sourced, not run. The caller sets `repo`, `work`,
+# `out`, `binary` and `until_step` first; the functions below read them.
+
+peer_log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
+
+peer_timed() {  # peer_timed NAME CMD...: runs CMD, appends "NAME seconds" to $out/steps.txt
+    local name=$1 start end
+    shift
+    start=$(date +%s.%N)
+    "$@"
+    end=$(date +%s.%N)
+    echo "$name $(python3 -c "print(f'{$end - $start:.1f}')")" | tee -a "$out/steps.txt" >&2
+}
+
+# peer_llama_cpp CUDA_FLAGS...: builds llama-bench and llama-quantize from .peers/ in
+# $work/llama.cpp (skipped when built) with the given GGML flags, patches the converter, and sets
+# `llama` to the source directory.
+peer_llama_cpp() {
+    llama="$work/llama.cpp"
+    if [[ ! -x "$llama/build/bin/llama-bench" || ! -x "$llama/build/bin/llama-quantize" ]]; then
+        local tarball generator
+        tarball=$(find "$repo/.peers" -maxdepth 1 -name 'llama.cpp-*.tar.xz' 2>/dev/null | sort | tail -1)
+        [[ -n "$tarball" ]] || { echo "no .peers/llama.cpp-*.tar.xz: run bench/peers/fetch_llama_cpp.sh" >&2; exit 1; }
+        rm -rf "$llama"
+        tar xJf "$tarball" -C "$work"
+        generator=$(command -v ninja >/dev/null && echo Ninja || echo "Unix Makefiles")
+        peer_timed build_llama_cpp bash -c "cmake -S '$llama' -B '$llama/build' -G '$generator' \
+            -DCMAKE_BUILD_TYPE=Release $* -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
+            -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DBUILD_SHARED_LIBS=OFF >/dev/null && \
+            cmake --build '$llama/build' -j '$(nproc)' --target llama-bench llama-quantize >/dev/null"
+    fi
+    # llama.cpp's converter gives a layer its QSA compress ratio only where layer_types says
+    # "full_attention", but transformers' config class renames that entry (qwen_sparse_attention
+    # in 5.17, indexed_attention in 5.23), and the GGUF then silently runs QSA as dense attention.
+    # Accept every spelling (the GGUF's attention.compress_ratios is checked after conversion).
+    sed -i 's/if layer_types\[i\] == "full_attention" else 0/if layer_types[i] in ("full_attention", "qwen_sparse_attention", "indexed_attention") else 0/' \
+        "$llama/conversion/qwen4exp.py"
+    grep -q '"indexed_attention") else 0' "$llama/conversion/qwen4exp.py" ||
+        { echo "the converter's compress-ratio line has changed; look at $llama/conversion/qwen4exp.py" >&2; exit 1; }
+}
+
+# peer_weights DIR RES LAYERS SYNTHETIC_FLAGS...: the same synthetic weights in both engines'
+# forms, DIR/store (`cherenkov prepare`) and DIR/q4_0.gguf, DIR/q4_k_m.gguf (llama.cpp's converter
+# to Q8_0, then llama-quantize), deleting the BF16 checkpoint and the Q8_0 file once used. Logs
+# go to RES. Needs `llama` (peer_llama_cpp) and `converter_python` (bench/peers/converter_env.sh).
+peer_weights() {
+    local dir=$1 res=$2 layers=$3 type lower
+    shift 3
+    [[ -f "$dir/q4_0.gguf" && -f "$dir/q4_k_m.gguf" && -f "$dir/store/manifest.json" ]] && return 0
+    if [[ ! -f "$dir/ckpt/config.json" && ! -f "$dir/q8_0.gguf" ]]; then
+        peer_timed "L$layers write_checkpoint" python3 "$repo/bench/synthetic_store.py" "$dir/ckpt" --bf16 \
+            --layers "$layers" --vocab 248320 --tokenizer "$repo/tests/data/tokenizer-qwen2-qwen3" "$@"
+    fi
+    if [[ ! -f "$dir/store/manifest.json" ]]; then
+        peer_timed "L$layers cherenkov_prepare" "$binary" prepare "$dir/ckpt" --output "$dir/store" >/dev/null
+    fi
+    if [[ ! -f "$dir/q8_0.gguf" ]]; then
+        peer_timed "L$layers llama_convert" "$converter_python" "$llama/convert_hf_to_gguf.py" "$dir/ckpt" \
+            --outtype q8_0 --outfile "$dir/q8_0.gguf.partial" >"$res/convert.log" 2>&1
+        mv "$dir/q8_0.gguf.partial" "$dir/q8_0.gguf"
+    fi
+    rm -rf "$dir/ckpt"
+    # The QSA layer must reach llama.cpp as sparse attention (issue 34's trap).
+    PYTHONPATH="$llama/gguf-py" python3 - "$dir/q8_0.gguf" >"$res/compress_ratios.txt" <<'PY'
+import sys, gguf
+reader = gguf.GGUFReader(sys.argv[1])
+field = next(f for name, f in reader.fields.items() if name.endswith("attention.compress_ratios"))
+print([int(field.parts[i][0]) for i in field.data])
+PY
+    peer_log "L$layers compress ratios: $(cat "$res/compress_ratios.txt")"
+    grep -q '[1-9]' "$res/compress_ratios.txt" ||
+        { echo "the GGUF has no QSA compress ratio; it would run QSA as dense attention" >&2; exit 1; }
+    [[ "$until_step" == convert ]] && exit 0
+    for type in Q4_0 Q4_K_M; do
+        lower=$(echo "$type" | tr '[:upper:]' '[:lower:]')
+        if [[ ! -f "$dir/$lower.gguf" ]]; then
+            peer_timed "L$layers llama_quantize_$type" "$llama/build/bin/llama-quantize" --allow-requantize \
+                "$dir/q8_0.gguf" "$dir/$lower.gguf.partial" "$type" >"$res/quantize_$lower.log" 2>&1
+            mv "$dir/$lower.gguf.partial" "$dir/$lower.gguf"
+        fi
+    done
+    rm -f "$dir/q8_0.gguf"
+}
