@@ -58,7 +58,7 @@ converter_python=$("$repo/bench/peers/converter_env.sh")
     echo "disk free: $(df -BG --output=avail "$work" | tail -1 | tr -d ' ')"
     echo "cherenkov: $(sha256sum "$binary" | cut -c1-16)"
     echo "llama.cpp: llama-cpp-python 0.3.36 vendored source"
-    echo "torch: $("$converter_python" -c 'import torch; print(torch.__version__)') transformers: $(python3 -c 'import transformers; print(transformers.__version__)')"
+    echo "torch: $("$converter_python" -c 'import torch; print(torch.__version__)') transformers: $(python3 -c 'import transformers; print(transformers.__version__)' 2>/dev/null)"
 } >"$out/machine.txt"
 cat "$out/machine.txt" >&2
 

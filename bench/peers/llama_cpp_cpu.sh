@@ -13,14 +13,16 @@
 # llama.cpp's converter to Q8_0, llama-quantize to Q4_0 and Q4_K_M); llama.cpp is built for the
 # CPU only (GGML_CUDA=OFF, native), and the converter's PyTorch comes from
 # bench/peers/converter_env.sh when python3 lacks it. Regimes, both engines on --threads threads:
-#   ram     everything in RAM: llama.cpp -ngl 0 (the GGUF mapped, its pages cached), Cherenkov
-#           --backend cpu with an expert cache that holds every expert (--pool-gb max) and with the
-#           expert table used in place from the page cache (--pool-gb mapped);
+#   ram     everything in RAM: llama.cpp -ngl 0 (the GGUF mapped, its pages cached) with its
+#           weights repacked at load (--repack 1, the default) and used where mapped (--repack 0),
+#           Cherenkov --backend cpu with an expert cache that holds every expert (--pool-gb max)
+#           and with the expert table used in place from the page cache (--pool-gb mapped);
 #   stream  experts mostly on disk, when a memory cgroup can be made (bench/peers/memlimit.py):
-#           llama.cpp from mmap under a memory limit of its anonymous peak + the GGUF's dense
-#           tensors + --stream-share % of its expert tensors, the GGUF's pages evicted first;
+#           llama.cpp from mmap (--repack 0: a repacked model lives in anonymous memory) under a
+#           memory limit of its anonymous peak + the GGUF's dense tensors but the embedding
+#           tables + --stream-share % of its expert tensors, the GGUF's pages evicted first;
 #           Cherenkov under the same limit with a cache of --stream-share % of the expert table,
-#           reading misses with O_DIRECT, the table's pages evicted first.
+#           reading misses with O_DIRECT, the store's pages evicted first.
 # The memory bandwidth limit (a 1 GiB copy, read + write bytes a second) is measured in the same
 # run. Each regime first waits (up to --quiet-wait s) for the 1-minute load average to fall below
 # --max-load, records /proc/loadavg before and after, and keeps --marker (when given) in place
@@ -132,6 +134,7 @@ PY
     measure limits limits
 fi
 bench="$llama/build/bin/llama-bench"
+memlimit="$repo/bench/peers/memlimit.py"
 common=(-ngl 0 -t "$threads" -p "$prompt" -n "$gen" -r "$repeat" -o json)
 run_into() {  # run_into BASE CMD...: stdout into BASE.json (kept only when CMD succeeds), stderr into BASE.log
     local base=$1
@@ -144,40 +147,44 @@ cherenkov=("$binary" bench "$dir/store" --backend cpu --threads "$threads" --pro
     --gen-tokens "$gen" --repeat "$repeat" --json)
 
 # ---------------------------------------------------------------- everything in RAM
-[[ -s "$res/llama_ram.json" ]] || measure llama_ram run_into "$res/llama_ram" "$bench" -m "$dir/q4_0.gguf" -m "$dir/q4_k_m.gguf" "${common[@]}"
+[[ -s "$res/llama_ram.json" ]] || measure llama_ram run_into "$res/llama_ram" "$bench" -m "$dir/q4_0.gguf" -m "$dir/q4_k_m.gguf" \
+    --repack 1,0 "${common[@]}"
 [[ -s "$res/cherenkov_ram.json" ]] || measure cherenkov_ram run_into "$res/cherenkov_ram" "${cherenkov[@]}" --pool-gb max
 [[ -s "$res/cherenkov_mapped.json" ]] || measure cherenkov_mapped run_into "$res/cherenkov_mapped" "${cherenkov[@]}" --pool-gb mapped
 
 # ---------------------------------------------------------------- experts streamed from disk
-if ! "$repo/bench/peers/memlimit.py" --check >/dev/null 2>"$res/stream_skipped.txt"; then
+if ! "$memlimit" --check >/dev/null 2>"$res/stream_skipped.txt"; then
     peer_log "stream regime skipped: $(cat "$res/stream_skipped.txt")"
     exit 0
 fi
 rm -f "$res/stream_skipped.txt"
-memlimit="$repo/bench/peers/memlimit.py"
+# llama.cpp's CPU backend repacks Q4_0 matrices, the experts' included, into its interleaved
+# layout in anonymous memory at load (--repack 1, the default), and a repacked model no longer
+# reads its file: no limit would keep the experts out of RAM. The streamed runs keep the weights
+# where llama.cpp mapped them (--repack 0); the in-RAM regime shows what that costs.
+stream_llama=(-m "$dir/q4_0.gguf" -ngl 0 -t "$threads" --repack 0)
 if [[ ! -s "$res/llama_probe_mem.json" ]]; then
     # llama.cpp's own memory beside the mapped weights (compute buffers, KV cache): its
     # anonymous peak over one short run, unlimited.
-    "$memlimit" --report "$res/llama_probe_mem.json" -- "$bench" -m "$dir/q4_0.gguf" -ngl 0 -t "$threads" \
+    "$memlimit" --report "$res/llama_probe_mem.json" -- "$bench" "${stream_llama[@]}" \
         -p "$prompt" -n 2 -r 1 -o json >/dev/null 2>"$res/llama_probe.log"
 fi
-# The limit leaves page cache for --stream-share % of the GGUF's expert tensors beside llama.cpp's
-# anonymous peak. That peak holds the dense matrices: llama.cpp's CPU backend repacks them into its
-# interleaved layout in anonymous memory at load, while the expert tensors stay mapped (the
-# script stops if the peak could hold the experts too, which no limit would then keep out).
+# The limit: that anonymous peak, the GGUF's dense tensors but the row-gathered embedding tables
+# (one row a token), and --stream-share % of its expert tensors. Cherenkov runs under the same one.
 limit=$(PYTHONPATH="$llama/gguf-py" python3 - "$dir/q4_0.gguf" "$res/llama_probe_mem.json" "$stream_share" \
     "$res/stream_limit.json" <<'PY'
 import json, sys, gguf
 reader = gguf.GGUFReader(sys.argv[1])
 experts = sum(int(t.n_bytes) for t in reader.tensors if "_exps" in t.name)
-dense = sum(int(t.n_bytes) for t in reader.tensors if "_exps" not in t.name)
+tables = sum(int(t.n_bytes) for t in reader.tensors if "token_embd" in t.name)
+dense = sum(int(t.n_bytes) for t in reader.tensors if "_exps" not in t.name) - tables
 anon = json.load(open(sys.argv[2]))["peak_anon_bytes"]
-if anon >= dense + experts * 0.5:
+if anon >= experts * 0.5:
     sys.exit(f"llama.cpp's anonymous peak ({anon} B) could hold its expert tensors: no limit keeps them out")
 share = float(sys.argv[3]) / 100
 slack = 64 << 20
-limit = anon + int(share * experts) + slack
-json.dump({"limit_bytes": limit, "anon_bytes": anon, "gguf_dense_bytes": dense,
+limit = anon + dense + int(share * experts) + slack
+json.dump({"limit_bytes": limit, "anon_bytes": anon, "gguf_dense_bytes": dense, "gguf_table_bytes": tables,
            "gguf_expert_bytes": experts, "share": share, "slack_bytes": slack}, open(sys.argv[4], "w"))
 print(limit)
 PY
@@ -189,7 +196,7 @@ fi
 pool=$(python3 -c "import os; print(f'{os.path.getsize(\"$dir/store/experts.bin\") * $stream_share / 100 / 1e9:.3f}')")
 [[ -s "$res/llama_stream.json" ]] ||
     measure llama_stream run_into "$res/llama_stream" "$memlimit" --limit "$limit" --evict "$dir/q4_0.gguf" \
-        --report "$res/llama_stream_mem.json" -- "$bench" -m "$dir/q4_0.gguf" "${common[@]}"
+        --report "$res/llama_stream_mem.json" -- "$bench" "${stream_llama[@]}" -p "$prompt" -n "$gen" -r "$repeat" -o json
 # Every file of the store leaves the page cache, so its dense weights count against the limit too.
 evict=()
 for file in "$dir"/store/*; do evict+=(--evict "$file"); done

@@ -34,6 +34,8 @@ def llama_rates(entries, best=False, **match):
         if any(e.get(k) != v for k, v in match.items()):
             continue
         quant = "Q4_K_M" if "q4_k_m" in e["model_filename"] else "Q4_0"
+        if e.get("repack") is False:  # CPU: weights used where they were mapped, not repacked
+            quant += " --repack 0"
         kind = "pp" if e["n_prompt"] > 0 else "tg"
         out.setdefault((quant, kind), []).append(max(e["samples_ts"]) if best else e["avg_ts"])
     return out
@@ -115,16 +117,18 @@ def cpu_main(out_dir, tag, store_dir):
     for kind, key, label in (("pp", "best_prefill_tokens_per_second", "prefill"),
                              ("tg", "best_decode_tokens_per_second", "decode")):
         pool, mapped = ours("ram", key), ours("mapped", key)
-        q40, q4k = ram.get(("Q4_0", kind), []), ram.get(("Q4_K_M", kind), [])
+        quants = ("Q4_0", "Q4_K_M", "Q4_0 --repack 0", "Q4_K_M --repack 0")
+        theirs = [(q, ram.get((q, kind), [])) for q in quants]
         rows.append((f"in RAM, {label}", f"{span(pool)} (cache of every expert); {span(mapped)} (mapped)",
-                     f"{span(q40)} (Q4_0), {span(q4k)} (Q4_K_M)", ratio(pool + mapped, q40 + q4k),
+                     ", ".join(f"{span(v)} ({q})" for q, v in theirs if v),
+                     ratio(pool + mapped, [x for _, v in theirs for x in v]),
                      load_cell("cherenkov_ram", "cherenkov_mapped", "llama_ram")))
     if limit:
         for kind, key, label in (("pp", "best_prefill_tokens_per_second", "prefill"),
                                  ("tg", "best_decode_tokens_per_second", "decode")):
-            theirs = stream.get(("Q4_0", kind), [])
+            theirs = stream.get(("Q4_0 --repack 0", kind), [])
             rows.append((f"streamed, {limit / 2**30:.2f} GiB limit, {label}", span(ours("stream", key)),
-                         f"{span(theirs)} (Q4_0, mmap)", ratio(ours("stream", key), theirs),
+                         f"{span(theirs)} (Q4_0 --repack 0, mapped)", ratio(ours("stream", key), theirs),
                          load_cell("cherenkov_stream", "llama_stream")))
     elif os.path.exists(os.path.join(res, "stream_skipped.txt")):
         with open(os.path.join(res, "stream_skipped.txt")) as f:
@@ -145,7 +149,7 @@ def cpu_main(out_dir, tag, store_dir):
     if per_token and copy:
         roof = copy * 1e9 / per_token
         best = {"Cherenkov": ours("ram", "best_decode_tokens_per_second") + ours("mapped", "best_decode_tokens_per_second"),
-                "llama.cpp": ram.get(("Q4_0", "tg"), []) + ram.get(("Q4_K_M", "tg"), [])}
+                "llama.cpp": [x for (_, kind), v in ram.items() if kind == "tg" for x in v]}
         shares = ", ".join(f"{name} {100 * max(v) / roof:.0f}%" for name, v in best.items() if v)
         print(f"\nA decode token reads {per_token / 1e6:.1f} MB (dense weights without the embedding, plus "
               f"top-k experts in every layer); at the measured RAM copy rate of {copy:.1f} GB/s (read + "
