@@ -131,7 +131,12 @@ def main():
             return 1
     procs = os.path.join(directory, "cgroup.procs")
     # The child joins the cgroup before it executes the command, so every page it touches counts.
-    child = subprocess.Popen(command, preexec_fn=lambda: write(procs, os.getpid()))
+    try:
+        child = subprocess.Popen(command, preexec_fn=lambda: write(procs, os.getpid()))
+    except (OSError, subprocess.SubprocessError) as e:
+        print(f"memlimit.py: cannot start {command[0]} in {directory}: {e}", file=sys.stderr)
+        os.rmdir(directory)
+        return 1
     peak_anon = peak_usage = 0
     usage_file = os.path.join(directory, "memory.usage_in_bytes" if version == 1 else "memory.current")
     while child.poll() is None:
