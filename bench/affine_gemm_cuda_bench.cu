@@ -187,7 +187,8 @@ void bench_grouped_experts(int bits, cudaStream_t stream) {
         cudaMemcpy(d_slots, slots.data(), slots.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
     fill_bf16(mix, static_cast<size_t>(kTokens * kHidden) * 2, 3);
     CHECK(cudaDeviceSynchronize());
-    const ExpertGemmTiles launch{shape, d_table, d_tiles, group.n_tiles(), d_slots};
+    const ExpertGemmTiles launch{shape,           d_table, d_tiles,
+                                 group.n_tiles(), d_slots, static_cast<int64_t>(slots.size())};
     constexpr int kLayers = 8;  // launches per graph replay
     cudaGraphExec_t exec = capture(stream, [&](cudaStream_t s) {
         for (int layer = 0; layer < kLayers; ++layer) {

@@ -24,6 +24,23 @@ __device__ __forceinline__ void copy_16(uint8_t* dst, const void* src, uint64_t 
                  : "memory");
 }
 
+// 4 bytes from global to shared memory (cached in L1: small gathered values).
+__device__ __forceinline__ void copy_4(void* dst, const void* src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(
+                     static_cast<uint32_t>(__cvta_generic_to_shared(dst))),
+                 "l"(src)
+                 : "memory");
+}
+
+// 16 bytes from global to shared memory with the default L2 policy (data read again by other
+// blocks).
+__device__ __forceinline__ void copy_16_kept(void* dst, const void* src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(
+                     static_cast<uint32_t>(__cvta_generic_to_shared(dst))),
+                 "l"(src)
+                 : "memory");
+}
+
 __device__ __forceinline__ void commit_copies() {
     asm volatile("cp.async.commit_group;" ::: "memory");
 }

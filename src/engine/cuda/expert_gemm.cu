@@ -13,13 +13,17 @@
 // per A fragment for 8 tokens, but holds two accumulators per token; with n = tokens a lane's C
 // fragment is directly rows {g, g+8} × tokens {2c, 2c+1}, 4 floats per 8 tokens.
 //
-// Per group the float32 epilogue adds scale·Σqx + bias·Σx, with Σx per (token, group) summed in
-// float32 from x when the block stages its chunk (as the CPU's group sums), so no mma against
-// ones is spent per warp. Shared memory holds B fragments (bf16 hi, lo) of 256 columns × 16
-// tokens, double-buffered: one __syncthreads per chunk, the next chunk built while this one is
-// multiplied. Each output is summed by one lane in ascending group order; nothing depends on the
-// grid or on which tokens share a tile. The kernel waits for the previous kernel before touching
-// memory and is launched with launch_dependent (dependent_launch.cuh).
+// Per group the float32 epilogue adds scale·Σqx + bias·Σx (as the CPU's group sums), so no mma
+// against ones is spent per warp. x is staged once per launch, before the GEMM, by
+// stage_x_kernel: every x row the launch reads becomes its B fragments (bf16 hi, lo, in the order
+// a lane reads them) and its Σx per group, in global memory. Why: a GEMM block used to convert
+// its tokens' x itself, with blocking loads every warp of the block waited on at once, for every
+// row block again; now it gathers ready fragments with cp.async (no registers, no stall) into a
+// double-buffered shared chunk of 256 columns × 16 tokens, the next chunk in flight while this
+// one is multiplied, one barrier per chunk. Each output is summed by one lane in ascending group
+// order; nothing depends on the grid or on which tokens share a tile. The kernels wait for the
+// previous kernel before touching memory and are launched with launch_dependent
+// (dependent_launch.cuh).
 #include <cuda_runtime.h>
 
 #include <string>
@@ -27,8 +31,10 @@
 
 #include "base/error.h"
 #include "engine/cuda/affine_mma.cuh"
+#include "engine/cuda/cp_async.cuh"
 #include "engine/cuda/cuda_check.cuh"
 #include "engine/cuda/dependent_launch.cuh"
+#include "engine/cuda/device_layers.cuh"
 #include "engine/cuda/device_math.cuh"
 #include "engine/cuda/expert_gemm.h"
 
@@ -39,9 +45,12 @@ constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
 constexpr int kTileRows = 16;
 constexpr int kTiles = 2;  // 16-row mma tiles per warp: gate and up of 16 rows, or 32 down rows
-constexpr int kTokenBlocks = kExpertTokenTile / 8;  // mma n-blocks of 8 tokens
-// Columns of x staged per chunk: 16 KB of B fragments for 16 tokens, 33 KB per block with the
-// second buffer, so shared memory allows 6 blocks per SM and registers decide (3).
+constexpr int kTokenBlocks = kExpertTokenTile / 8;  // mma n-blocks of 8 tokens of an expert tile
+// A dense tile's n-blocks: a matrix's whole token range shares the weights, so a block takes
+// more tokens than an expert's tile and decodes each weight once for all of them.
+constexpr int kDenseTokenBlocks = 4;
+// Columns of x staged per chunk: 16 KB of B fragments for 16 tokens (32 KB for a dense tile of
+// 32), 33 KB (66 KB) per block with the second buffer; registers decide the blocks per SM.
 constexpr int kChunkCols = 256;
 constexpr int kChunkSteps = kChunkCols / 16;
 constexpr int kMaxChunkGroups = kChunkCols / 64;
@@ -51,6 +60,15 @@ constexpr int kDepth = 2;
 
 // Dense: one matrix, tiles of 16 consecutive tokens (affine_gemm_tensor_cores).
 enum class Mode { GateUp, Down, Dense };
+
+// x as the GEMM reads it (stage_x_kernel writes it): per staged row, for every k16 step, the B
+// fragment entries of the four lane quarters c, hi then lo (8 uint2: 64 bytes), and Σx of every
+// group. Staged row r of x: GateUp mix row r; Down position r of the slot list (the row
+// slots[r] of h); Dense x row r.
+struct StagedX {
+    const uint2* fragments;  // [rows][n_steps][hi, lo][4]
+    const float* sums;       // [rows][n_groups]
+};
 
 struct Params {
     const ExpertAddress* table;
@@ -62,10 +80,9 @@ struct Params {
     int n_tokens;       // Dense: tokens (x rows) in the call
     int rows;           // output rows of one matrix (GateUp: intermediate, Down: hidden)
     int n_groups;       // input columns / G
-    const float* x;     // GateUp: mix [T, hidden]; Down: h [T·k, intermediate]
-    int x_row_divisor;  // index i reads x row i / x_row_divisor (GateUp: top; Down: 1)
-    int x_stride;
-    float* y;  // row i: GateUp h [T·k, intermediate]; Down parts [T·k, hidden]
+    StagedX x;          // GateUp: mix [T, hidden]; Down: h [T·k, intermediate]
+    int x_row_divisor;  // GateUp: index i reads mix row i / top
+    float* y;           // row i: GateUp h [T·k, intermediate]; Down parts [T·k, hidden]
     int y_stride;
 };
 
@@ -77,55 +94,45 @@ struct CodeShape : CodeLayout<Bits, G> {
 
 // One chunk of x for the tile's tokens: b[step][n-block][hi, lo][lane] is the B fragment lane
 // (g, c) of that n-block reads (token nb·8 + g), and x_sum[group][token] the group's Σx.
+template <int TB>
 struct SharedChunk {
-    uint2 b[kChunkSteps][kTokenBlocks][2][32];
-    float x_sum[kMaxChunkGroups][kExpertTokenTile];
+    uint2 b[kChunkSteps][TB][2][32];
+    float x_sum[kMaxChunkGroups][TB * 8];
 };
 
-// Stages groups [group0, group0 + n_groups) of x for tokens < n_tokens (a multiple of 8; tokens
-// past `count` read as zeros). All threads of the block take part.
+// One x row's B fragments and group sums (StagedX), by the threads of a block: entry (step s,
+// quarter c) holds x[a], x[a + 1], x[a + P], x[a + P + 1] (P = 16/Bits) as bf16 hi and as the lo
+// of what hi leaves, a being the column lane quarter c multiplies by the step's codes.
 template <int Bits, int G>
-__device__ __forceinline__ void build_chunk(SharedChunk& sc, const float* const* x_rows, int count,
-                                            int n_tokens, int group0, int n_groups) {
+__device__ __forceinline__ void stage_row(const float* xr, uint2* fragments, float* sums,
+                                          int n_groups) {
     using S = CodeShape<Bits, G>;
-    const int lane = static_cast<int>(threadIdx.x % 32);
-    const int warp = static_cast<int>(threadIdx.x / 32);
-    // Consecutive threads write consecutive uint2 of one (step, n-block, part): no bank conflicts.
-    const int entries = n_groups * S::kStepsPerGroup * n_tokens * 4;
-    for (int e = static_cast<int>(threadIdx.x); e < entries; e += kThreads) {
+    const int entries = n_groups * S::kStepsPerGroup * 4;
+    for (int e = static_cast<int>(threadIdx.x); e < entries; e += static_cast<int>(blockDim.x)) {
         const int c = e & 3;
-        const int token = (e >> 2) % n_tokens;
-        const int s = (e >> 2) / n_tokens;
-        const int group = group0 + s / S::kStepsPerGroup;
+        const int s = e >> 2;
+        const int group = s / S::kStepsPerGroup;
         const int in_group = s % S::kStepsPerGroup;
         const int a = group * G + c * (G / 4) + in_group / S::kStepsPerWord * S::kCodesPerWord +
                       2 * (in_group % S::kStepsPerWord);
-        uint2 hi = make_uint2(0, 0);
-        uint2 lo = make_uint2(0, 0);
-        if (token < count) {
-            const float* xr = x_rows[token];
-            const float2 first = *reinterpret_cast<const float2*>(xr + a);
-            const float2 second = *reinterpret_cast<const float2*>(xr + a + S::kPairOffset);
-            hi.x = pack_bf16x2(first.x, second.x);
-            hi.y = pack_bf16x2(first.y, second.y);
-            lo.x = pack_bf16x2(first.x - bf16_low(hi.x), second.x - bf16_high(hi.x));
-            lo.y = pack_bf16x2(first.y - bf16_low(hi.y), second.y - bf16_high(hi.y));
-        }
-        const int slot = (token & 7) * 4 + c;
-        sc.b[s][token >> 3][0][slot] = hi;
-        sc.b[s][token >> 3][1][slot] = lo;
+        const float2 first = *reinterpret_cast<const float2*>(xr + a);
+        const float2 second = *reinterpret_cast<const float2*>(xr + a + S::kPairOffset);
+        uint2 hi, lo;
+        hi.x = pack_bf16x2(first.x, second.x);
+        hi.y = pack_bf16x2(first.y, second.y);
+        lo.x = pack_bf16x2(first.x - bf16_low(hi.x), second.x - bf16_high(hi.x));
+        lo.y = pack_bf16x2(first.y - bf16_low(hi.y), second.y - bf16_high(hi.y));
+        fragments[s * 8 + c] = hi;
+        fragments[s * 8 + 4 + c] = lo;
     }
-    // Σx of each (group, token): four lanes sum a quarter each in column order, then
-    // (q0 + q1) + (q2 + q3). The loop bound is warp-uniform so every lane reaches the shuffles.
-    const int quarters = n_groups * n_tokens * 4;
-    for (int base = warp * 32; base < quarters; base += kThreads) {
-        const int e = base + lane;
-        const int token = (e >> 2) % n_tokens;
-        const int group = (e >> 2) / n_tokens;
-        float sum = 0.0F;
-        if (e < quarters && token < count) {
-            const auto* xq = reinterpret_cast<const float4*>(x_rows[token] + (group0 + group) * G +
-                                                             (e & 3) * (G / 4));
+    // Σx of a group: each quarter summed in column order, then (q0 + q1) + (q2 + q3).
+    for (int group = static_cast<int>(threadIdx.x); group < n_groups;
+         group += static_cast<int>(blockDim.x)) {
+        float q[4];
+#pragma unroll
+        for (int quarter = 0; quarter < 4; ++quarter) {
+            const auto* xq = reinterpret_cast<const float4*>(xr + group * G + quarter * (G / 4));
+            float sum = 0.0F;
 #pragma unroll
             for (int v = 0; v < G / 16; ++v) {
                 const float4 f = xq[v];
@@ -134,24 +141,89 @@ __device__ __forceinline__ void build_chunk(SharedChunk& sc, const float* const*
                 sum += f.z;
                 sum += f.w;
             }
+            q[quarter] = sum;
         }
-        sum += __shfl_xor_sync(0xFFFFFFFFU, sum, 1);
-        sum += __shfl_xor_sync(0xFFFFFFFFU, sum, 2);
-        if (e < quarters && (e & 3) == 0) sc.x_sum[group][token] = sum;
+        sums[group] = (q[0] + q[1]) + (q[2] + q[3]);
+    }
+}
+
+struct StageParams {
+    const float* x;
+    int x_stride;
+    int n_groups;
+    // Null: block b stages x row b as staged row b. Else block b stages tile b: x row slots[first
+    // + j] as staged row first + j, for j < count (the Down launch's positions).
+    const ExpertTokenTile* tiles;
+    const int32_t* slots;
+    uint2* fragments;
+    float* sums;
+};
+
+// grid: x rows or tiles; block: kThreads.
+template <int Bits, int G>
+__global__ void __launch_bounds__(kThreads) stage_x_kernel(const StageParams p) {
+    wait_for_previous_kernel();
+    allow_next_kernel();
+    const int n_steps = p.n_groups * CodeShape<Bits, G>::kStepsPerGroup;
+    auto stage = [&](int x_row, int staged_row) {
+        stage_row<Bits, G>(p.x + static_cast<size_t>(x_row) * p.x_stride,
+                           p.fragments + static_cast<size_t>(staged_row) * n_steps * 8,
+                           p.sums + static_cast<size_t>(staged_row) * p.n_groups, p.n_groups);
+    };
+    if (p.tiles == nullptr) {
+        stage(static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.x));
+        return;
+    }
+    const ExpertTokenTile tile = p.tiles[blockIdx.x];
+    for (int j = 0; j < tile.count; ++j) stage(p.slots[tile.first + j], tile.first + j);
+}
+
+// Queues the copies of groups [group0, group0 + n_groups) of the tile's staged rows into `sc`
+// (one cp.async commit group per thread, committed by the caller). Tokens past the tile's count
+// read its first token's row: their sums are never stored.
+template <int Bits, int G, int TB>
+__device__ __forceinline__ void load_chunk(SharedChunk<TB>& sc, const StagedX& x, int n_steps,
+                                           int n_groups_total, const int32_t* rows, int n_tokens,
+                                           int group0, int n_groups) {
+    using S = CodeShape<Bits, G>;
+    const int token_shift = 31 - __clz(n_tokens);  // n_tokens: 8, 16 or 32
+    const int step0 = group0 * S::kStepsPerGroup;
+    // (half, part, token, step) from the lowest bits up: a thread copies 16 bytes, four threads
+    // one (row, step), and eight tokens of a (step, part) fill 256 contiguous shared bytes.
+    const int entries = (n_groups * S::kStepsPerGroup * 4) << token_shift;
+    for (int e = static_cast<int>(threadIdx.x); e < entries; e += kThreads) {
+        const int half = e & 1;
+        const int part = (e >> 1) & 1;
+        const int token = (e >> 2) & (n_tokens - 1);
+        const int s = (e >> 2) >> token_shift;
+        const uint2* src = x.fragments +
+                           (static_cast<size_t>(rows[token]) * n_steps + step0 + s) * 8 + part * 4 +
+                           half * 2;
+        copy_16_kept(&sc.b[s][token >> 3][part][(token & 7) * 4 + half * 2], src);
+    }
+    for (int e = static_cast<int>(threadIdx.x); e < (n_groups << token_shift); e += kThreads) {
+        const int token = e & (n_tokens - 1);
+        const int group = e >> token_shift;
+        copy_4(&sc.x_sum[group][token],
+               x.sums + static_cast<size_t>(rows[token]) * n_groups_total + group0 + group);
     }
 }
 
 // grid: (tiles, row blocks); block: kThreads. Warp w of row block y owns the row set
 // y·kWarps + w: 16 rows of gate and of up (GateUp) or 32 rows of down (Down).
-// ptxas (CUDA 13, -Xptxas -v): 136-166 registers on sm_90 and 127-160 on sm_80, no spills,
-// 33472 bytes of static shared memory; the bound of 3 blocks per SM caps registers at 168.
-template <int Bits, int G, Mode M>
-__global__ void __launch_bounds__(kThreads, 3) expert_gemm_kernel(const Params p) {
+// TB mma n-blocks of 8 tokens per tile: kTokenBlocks for an expert's tile, kDenseTokenBlocks for
+// a dense one. ptxas (CUDA 13, -Xptxas -v, sm_90): 144-162 registers with TB = 2, under the
+// 168 that 3 blocks per SM allow, and 188-221 with TB = 4 (2 blocks per SM), no spills; the two
+// chunk buffers are dynamic shared memory.
+template <int Bits, int G, Mode M, int TB>
+__global__ void __launch_bounds__(kThreads, TB == 2 ? 3 : 2) expert_gemm_kernel(const Params p) {
     using S = CodeShape<Bits, G>;
+    constexpr int kTile = TB * 8;
 #if __CUDA_ARCH__ >= 800
-    __shared__ SharedChunk chunk[2];
-    __shared__ const float* x_rows[kExpertTokenTile];
-    __shared__ int32_t out_rows[kExpertTokenTile];
+    extern __shared__ __align__(16) uint8_t dynamic_shared[];
+    auto* chunk = reinterpret_cast<SharedChunk<TB>*>(dynamic_shared);  // two buffers
+    __shared__ int32_t x_rows[kTile];                                  // staged rows (StagedX)
+    __shared__ int32_t out_rows[kTile];
     wait_for_previous_kernel();
     allow_next_kernel();
 
@@ -162,21 +234,22 @@ __global__ void __launch_bounds__(kThreads, 3) expert_gemm_kernel(const Params p
     ExpertTokenTile tile;
     if constexpr (M == Mode::Dense) {
         tile.expert = 0;
-        tile.first = static_cast<int32_t>(blockIdx.x) * kExpertTokenTile;
-        tile.count = min(kExpertTokenTile, p.n_tokens - tile.first);
+        tile.first = static_cast<int32_t>(blockIdx.x) * kTile;
+        tile.count = min(kTile, p.n_tokens - tile.first);
     } else {
         tile = p.tiles[blockIdx.x];
     }
-    // A tile of ≤ 8 tokens skips the second n-block (block-uniform).
-    const int n_token_blocks = tile.count > 8 ? 2 : 1;
-    if (threadIdx.x < kExpertTokenTile) {
-        const int token = static_cast<int>(threadIdx.x);
-        int32_t i = 0;
-        if (token < tile.count) {
-            i = M == Mode::Dense ? tile.first + token : p.slots[tile.first + token];
-        }
-        x_rows[token] = p.x + static_cast<size_t>(i / p.x_row_divisor) * p.x_stride;
-        out_rows[token] = i;
+    // A tile of ≤ 8 tokens skips the second n-block, one of ≤ 16 the third and fourth
+    // (block-uniform).
+    const int n_token_blocks = tile.count > 16 ? TB : (tile.count > 8 ? 2 : 1);
+    if (threadIdx.x < kTile) {
+        // Tokens past the count stand in with the first token's row (never stored).
+        const int token =
+            static_cast<int>(threadIdx.x) < tile.count ? static_cast<int>(threadIdx.x) : 0;
+        const int32_t position = tile.first + token;
+        const int32_t i = M == Mode::Dense ? position : p.slots[position];
+        x_rows[threadIdx.x] = M == Mode::GateUp ? i / p.x_row_divisor : position;
+        out_rows[threadIdx.x] = i;
     }
 
     constexpr int kSetRows = M == Mode::GateUp ? kTileRows : kTiles * kTileRows;
@@ -221,11 +294,14 @@ __global__ void __launch_bounds__(kThreads, 3) expert_gemm_kernel(const Params p
     }
     __syncthreads();  // x_rows
     const int n_tokens = n_token_blocks * 8;
-    build_chunk<Bits, G>(chunk[0], x_rows, tile.count, n_tokens, 0,
-                         min(S::kChunkGroups, p.n_groups));
+    const int n_steps = p.n_groups * S::kStepsPerGroup;
+    load_chunk<Bits, G, TB>(chunk[0], p.x, n_steps, p.n_groups, x_rows, n_tokens, 0,
+                            min(S::kChunkGroups, p.n_groups));
+    commit_copies();
+    wait_copies<0>();
     __syncthreads();
 
-    float total[kTiles][kTokenBlocks][4] = {};
+    float total[kTiles][TB][4] = {};
     const int n_chunks = (p.n_groups + S::kChunkGroups - 1) / S::kChunkGroups;
     for (int ch = 0; ch < n_chunks; ++ch) {
         const int group0 = ch * S::kChunkGroups;
@@ -233,10 +309,11 @@ __global__ void __launch_bounds__(kThreads, 3) expert_gemm_kernel(const Params p
         // The other buffer was last read in chunk ch − 1, which every warp finished before the
         // barrier at the end of that iteration.
         if (ch + 1 < n_chunks) {
-            build_chunk<Bits, G>(chunk[(ch + 1) & 1], x_rows, tile.count, n_tokens, group_end,
-                                 min(S::kChunkGroups, p.n_groups - group_end));
+            load_chunk<Bits, G, TB>(chunk[(ch + 1) & 1], p.x, n_steps, p.n_groups, x_rows, n_tokens,
+                                    group_end, min(S::kChunkGroups, p.n_groups - group_end));
         }
-        const SharedChunk& sc = chunk[ch & 1];
+        commit_copies();
+        const SharedChunk<TB>& sc = chunk[ch & 1];
         for (int base = group0; active && base < group_end; base += kDepth) {
 #pragma unroll
             for (int d = 0; d < kDepth; ++d) {
@@ -251,7 +328,7 @@ __global__ void __launch_bounds__(kThreads, 3) expert_gemm_kernel(const Params p
                 load_stage(st, rp, group + kDepth, p.n_groups);
 
                 // A fresh accumulator per group: Σ q·(x_hi + x_lo) over the group's columns.
-                float acc[kTiles][kTokenBlocks][4] = {};
+                float acc[kTiles][TB][4] = {};
                 const int step0 = (group - group0) * S::kStepsPerGroup;
 #pragma unroll
                 for (int w = 0; w < S::kChunkWords; ++w) {
@@ -265,7 +342,7 @@ __global__ void __launch_bounds__(kThreads, 3) expert_gemm_kernel(const Params p
                     for (int s = 0; s < S::kStepsPerWord; ++s) {
                         const int step = step0 + w * S::kStepsPerWord + s;
 #pragma unroll
-                        for (int nb = 0; nb < kTokenBlocks; ++nb) {
+                        for (int nb = 0; nb < TB; ++nb) {
                             if (nb >= n_token_blocks) break;
                             const uint2 hi = sc.b[step][nb][0][lane];
                             const uint2 lo = sc.b[step][nb][1][lane];
@@ -281,7 +358,7 @@ __global__ void __launch_bounds__(kThreads, 3) expert_gemm_kernel(const Params p
                 }
                 // C fragment: acc[2h + j] is row g + 8h, token nb·8 + 2c + j.
 #pragma unroll
-                for (int nb = 0; nb < kTokenBlocks; ++nb) {
+                for (int nb = 0; nb < TB; ++nb) {
                     if (nb >= n_token_blocks) break;
                     const float2 x_sum =
                         *reinterpret_cast<const float2*>(&sc.x_sum[group - group0][nb * 8 + 2 * c]);
@@ -300,12 +377,13 @@ __global__ void __launch_bounds__(kThreads, 3) expert_gemm_kernel(const Params p
                 }
             }
         }
+        wait_copies<0>();
         __syncthreads();
     }
 
     if (!active) return;
 #pragma unroll
-    for (int nb = 0; nb < kTokenBlocks; ++nb) {
+    for (int nb = 0; nb < TB; ++nb) {
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
             const int token = nb * 8 + 2 * c + j;
@@ -332,16 +410,48 @@ __global__ void __launch_bounds__(kThreads, 3) expert_gemm_kernel(const Params p
 #endif
 }
 
-template <Mode M>
-void launch(int bits, int group_size, int n_tiles, const Params& p, cudaStream_t stream) {
+// x staged for one launch (StagedX): `rows` staged rows of `cols` columns.
+class StagedXBuffer {
+public:
+    StagedXBuffer(int64_t rows, int64_t cols, int group_size, cudaStream_t stream)
+        : fragments_(static_cast<size_t>(rows * cols / 2), stream),  // 4 bytes a column
+          sums_(static_cast<size_t>(rows * (cols / group_size)), stream) {}
+    StageParams params(const float* x, int x_stride, int n_groups) const {
+        return StageParams{x,       x_stride,          n_groups,    nullptr,
+                           nullptr, fragments_.data(), sums_.data()};
+    }
+
+private:
+    DeviceScratch<uint2> fragments_;
+    DeviceScratch<float> sums_;
+};
+
+// Stages x (stage_x_kernel over `stage_blocks` rows or tiles), then launches the GEMM.
+template <Mode M, int TB = kTokenBlocks>
+void launch(int bits, int group_size, int n_tiles, const StageParams& stage, int stage_blocks,
+            Params p, cudaStream_t stream) {
     constexpr int kSetRows = M == Mode::GateUp ? kTileRows : kTiles * kTileRows;
     const int row_blocks = (p.rows + kWarps * kSetRows - 1) / (kWarps * kSetRows);
     const dim3 grid(static_cast<unsigned>(n_tiles), static_cast<unsigned>(row_blocks));
+    p.x = StagedX{stage.fragments, stage.sums};
     // Runtime (bits, group) → template arguments, once per launch.
     auto with = [&](auto bits_c, auto group_c) {
         constexpr int kB = decltype(bits_c)::value;
         constexpr int kG = decltype(group_c)::value;
-        launch_dependent(expert_gemm_kernel<kB, kG, M>, grid, dim3(kThreads), 0, stream, p);
+        launch_dependent(stage_x_kernel<kB, kG>, dim3(static_cast<unsigned>(stage_blocks)),
+                         dim3(kThreads), 0, stream, stage);
+        constexpr size_t kShared = 2 * sizeof(SharedChunk<TB>);
+        if constexpr (kShared > 48 * 1024) {
+            static const bool opted_in = [] {  // once per kernel and process (one device)
+                CHERENKOV_CUDA_CHECK(cudaFuncSetAttribute(
+                    expert_gemm_kernel<kB, kG, M, TB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                    static_cast<int>(kShared)));
+                return true;
+            }();
+            (void)opted_in;
+        }
+        launch_dependent(expert_gemm_kernel<kB, kG, M, TB>, grid, dim3(kThreads), kShared, stream,
+                         p);
     };
     with_code_shape(bits, group_size, "expert_gemm", with);
 }
@@ -365,6 +475,10 @@ void check(const ExpertGemmTiles& tiles, const float* x, const float* y, const c
                       std::to_string(s.intermediate) + " must be positive multiples of the group");
     }
     if (tiles.n_tiles < 0) throw_invalid(name + "negative tile count");
+    if (tiles.n_tiles > 0 && (tiles.n_slots < 1 || tiles.n_slots > (int64_t{1} << 30))) {
+        throw_invalid(name + "the slot list's length " + std::to_string(tiles.n_slots) +
+                      " must be 1 to 2^30");
+    }
     if (tiles.n_tiles > 0 && (tiles.table == nullptr || tiles.tiles == nullptr ||
                               tiles.slots == nullptr || x == nullptr || y == nullptr)) {
         throw_invalid(name + "null device pointer");
@@ -383,39 +497,50 @@ bool expert_gemm_takes(const ExpertShape& shape) {
 void expert_gemm_gate_up(const ExpertGemmTiles& tiles, const float* mix, int top, float* h,
                          void* stream) {
     check(tiles, mix, h, "expert_gemm_gate_up");
-    if (top < 1) throw_invalid("[expert_gemm_gate_up] top " + std::to_string(top));
+    if (top < 1 || tiles.n_slots % top != 0) {
+        throw_invalid("[expert_gemm_gate_up] top " + std::to_string(top) +
+                      " does not divide the slot list's length " + std::to_string(tiles.n_slots));
+    }
     if (tiles.n_tiles == 0) return;
     const ExpertShape& s = tiles.shape;
+    const auto cuda_stream = static_cast<cudaStream_t>(stream);
     Params p{};
     p.table = tiles.table;
     p.tiles = tiles.tiles;
     p.slots = tiles.slots;
     p.rows = static_cast<int>(s.intermediate);
     p.n_groups = static_cast<int>(s.hidden / s.group_size);
-    p.x = mix;
     p.x_row_divisor = top;
-    p.x_stride = static_cast<int>(s.hidden);
     p.y = h;
     p.y_stride = static_cast<int>(s.intermediate);
-    launch<Mode::GateUp>(s.bits, s.group_size, tiles.n_tiles, p, static_cast<cudaStream_t>(stream));
+    // Every token's mix row, once: the tiles read each about `top` times.
+    const int64_t n_rows = tiles.n_slots / top;
+    const StagedXBuffer staged(n_rows, s.hidden, s.group_size, cuda_stream);
+    launch<Mode::GateUp>(s.bits, s.group_size, tiles.n_tiles,
+                         staged.params(mix, static_cast<int>(s.hidden), p.n_groups),
+                         static_cast<int>(n_rows), p, cuda_stream);
 }
 
 void expert_gemm_down(const ExpertGemmTiles& tiles, const float* h, float* parts, void* stream) {
     check(tiles, h, parts, "expert_gemm_down");
     if (tiles.n_tiles == 0) return;
     const ExpertShape& s = tiles.shape;
+    const auto cuda_stream = static_cast<cudaStream_t>(stream);
     Params p{};
     p.table = tiles.table;
     p.tiles = tiles.tiles;
     p.slots = tiles.slots;
     p.rows = static_cast<int>(s.hidden);
     p.n_groups = static_cast<int>(s.intermediate / s.group_size);
-    p.x = h;
     p.x_row_divisor = 1;
-    p.x_stride = static_cast<int>(s.intermediate);
     p.y = parts;
     p.y_stride = static_cast<int>(s.hidden);
-    launch<Mode::Down>(s.bits, s.group_size, tiles.n_tiles, p, static_cast<cudaStream_t>(stream));
+    // Only the launch's tiles' rows of h, by their positions in the slot list.
+    const StagedXBuffer staged(tiles.n_slots, s.intermediate, s.group_size, cuda_stream);
+    StageParams stage = staged.params(h, static_cast<int>(s.intermediate), p.n_groups);
+    stage.tiles = tiles.tiles;
+    stage.slots = tiles.slots;
+    launch<Mode::Down>(s.bits, s.group_size, tiles.n_tiles, stage, tiles.n_tiles, p, cuda_stream);
 }
 
 bool affine_gemm_tensor_cores_take(const DeviceAffineMatrix& w, const float* x, size_t x_stride) {
@@ -437,6 +562,7 @@ void affine_gemm_tensor_cores(const DeviceAffineMatrix& w, const float* x, size_
         throw_invalid("[affine_gemm_tensor_cores] bad row count or stride");
     }
     if (n_rows == 0) return;
+    const auto cuda_stream = static_cast<cudaStream_t>(stream);
     Params p{};
     p.codes = w.codes;
     p.scales = w.scales;
@@ -444,13 +570,15 @@ void affine_gemm_tensor_cores(const DeviceAffineMatrix& w, const float* x, size_
     p.n_tokens = static_cast<int>(n_rows);
     p.rows = static_cast<int>(w.rows);
     p.n_groups = static_cast<int>(w.cols / w.group_size);
-    p.x = x;
     p.x_row_divisor = 1;
-    p.x_stride = static_cast<int>(x_stride);
     p.y = y;
     p.y_stride = static_cast<int>(y_stride);
-    const auto n_tiles = static_cast<int>((n_rows + kExpertTokenTile - 1) / kExpertTokenTile);
-    launch<Mode::Dense>(w.bits, w.group_size, n_tiles, p, static_cast<cudaStream_t>(stream));
+    const StagedXBuffer staged(n_rows, w.cols, w.group_size, cuda_stream);
+    constexpr int kDenseTile = kDenseTokenBlocks * 8;
+    const auto n_tiles = static_cast<int>((n_rows + kDenseTile - 1) / kDenseTile);
+    launch<Mode::Dense, kDenseTokenBlocks>(w.bits, w.group_size, n_tiles,
+                                           staged.params(x, static_cast<int>(x_stride), p.n_groups),
+                                           static_cast<int>(n_rows), p, cuda_stream);
 }
 
 }  // namespace cherenkov::engine::cuda

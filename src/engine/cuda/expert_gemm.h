@@ -2,13 +2,14 @@
 // (affine_gemm_tensor_cores, at the end). For the experts of a prefill call every pending
 // expert's (row, slot) list is multiplied by its gate/up and then its down matrix in two
 // launches, tokens grouped by expert, so each expert's weights are read once per token tile of
-// up to kExpertTokenTile rows instead of once per 4 rows. Same results contract as the decode
-// GEMV (affine_gemv_mma.h): float32 in and out, codes as exact bf16 integers times x split into
-// bf16 hi + lo on the tensor cores, scale·Σqx + bias·Σx per group in float32, and every output
-// summed in an order fixed by the shapes (bitwise reproducible, independent of which other
-// experts or tokens share the launch). Plain C++ API: device pointers, and a cudaStream_t passed
-// as void*. Built from expert_gemm.cu with CUDA, or from unavailable.cpp without it,
-// where the launches throw "built without CUDA".
+// up to kExpertTokenTile rows instead of once per 4 rows. Each launch first stages its x as B
+// fragments and group sums in stream-ordered scratch (4 bytes a column of every row it reads). Same
+// results contract as the decode GEMV (affine_gemv_mma.h): float32 in and out, codes as exact bf16
+// integers times x split into bf16 hi + lo on the tensor cores, scale·Σqx + bias·Σx per group in
+// float32, and every output summed in an order fixed by the shapes (bitwise reproducible,
+// independent of which other experts or tokens share the launch). Plain C++ API: device pointers,
+// and a cudaStream_t passed as void*. Built from expert_gemm.cu with CUDA, or from unavailable.cpp
+// without it, where the launches throw "built without CUDA".
 #pragma once
 
 #include <cstddef>
@@ -35,14 +36,15 @@ struct ExpertTokenTile {
 bool expert_gemm_takes(const ExpertShape& shape);
 
 // The tensors both launches share. table: device ExpertAddress [*], all experts of `shape`;
-// tiles: device ExpertTokenTile [n_tiles]; slots: device int32 [T·k], the (row, slot) indices
-// i = row·top + slot grouped by expert.
+// tiles: device ExpertTokenTile [n_tiles]; slots: device int32 [n_slots = T·k], the (row, slot)
+// indices i = row·top + slot grouped by expert.
 struct ExpertGemmTiles {
     ExpertShape shape;
     const ExpertAddress* table = nullptr;
     const ExpertTokenTile* tiles = nullptr;
     int n_tiles = 0;
     const int32_t* slots = nullptr;
+    int64_t n_slots = 0;
 };
 
 // h[i] = silu(gate_e·mix[i / top]) ⊙ (up_e·mix[i / top]) for every i of every tile (e the
@@ -56,7 +58,7 @@ void expert_gemm_gate_up(const ExpertGemmTiles& tiles, const float* mix, int top
 void expert_gemm_down(const ExpertGemmTiles& tiles, const float* h, float* parts, void* stream);
 
 // The same kernel for a dense matrix in prefill: y[t·y_stride + r] = Σ_c W[r][c]·x[t·x_stride + c]
-// for t < n_rows, tokens in tiles of kExpertTokenTile, each output summed in one order fixed by
+// for t < n_rows, tokens in tiles of 32, each output summed in one order fixed by
 // the shape (bitwise reproducible, independent of n_rows and of which tokens share a tile).
 // affine_gemm() takes it when affine_gemm_tensor_cores_take() says so: a shape the tensor-core
 // kernels decode, x 16-byte aligned with x_stride a multiple of 4, sm_80 or newer, and

@@ -722,8 +722,9 @@ void RoutedExperts::flush_prefill() {
         h_ = std::make_unique<DeviceScratch<float>>(static_cast<size_t>(n_rows_ * top_ * inter_),
                                                     stream);
     }
-    const ExpertGemmTiles launch{pending_shape_, tables_->data(), tiles_->data() + first_tile,
-                                 static_cast<int>(n_tiles), slots_->data()};
+    const ExpertGemmTiles launch{
+        pending_shape_, tables_->data(), tiles_->data() + first_tile, static_cast<int>(n_tiles),
+        slots_->data(), n_rows_ * top_};
     expert_gemm_gate_up(launch, mix_, static_cast<int>(top_), h_->data(), stream);
     expert_gemm_down(launch, h_->data(), parts_->data(), stream);
     pool_.release_pinned();

@@ -126,9 +126,9 @@ void run(const TestExperts& ex, const Routing& r, DeviceCall* call, int per_laun
         call->tiles.upload(group.tiles().data() + first,
                            static_cast<size_t>(n) * sizeof(ExpertTokenTile),
                            static_cast<size_t>(first) * sizeof(ExpertTokenTile));
-        const ExpertGemmTiles t{ex.shape, ex.d_table.as<ExpertAddress>(),
-                                call->tiles.as<ExpertTokenTile>() + first, n,
-                                call->slots.as<int32_t>()};
+        const ExpertGemmTiles t{
+            ex.shape, ex.d_table.as<ExpertAddress>(), call->tiles.as<ExpertTokenTile>() + first,
+            n,        call->slots.as<int32_t>(),      static_cast<int64_t>(r.slots.size())};
         expert_gemm_gate_up(t, call->mix.as<float>(), kTop, call->h.as<float>(), nullptr);
         expert_gemm_down(t, call->h.as<float>(), call->parts.as<float>(), nullptr);
         group.launched();
@@ -292,6 +292,21 @@ TEST_F(CudaExpertGemm, TakesOnlyItsShapesAndRejectsBadArguments) {
     const ExpertGemmTiles q4{ExpertShape{64, 64, 4, 64}, nullptr, tiles, 0, nullptr};
     EXPECT_THROW(expert_gemm_gate_up(q4, x.as<float>() + 1, kTop, y.as<float>(), nullptr), Error);
     EXPECT_THROW(expert_gemm_gate_up(q4, x.as<float>(), 0, y.as<float>(), nullptr), Error);
+    // Tiles without the slot list's length (the launch stages x by it), or one top does not divide.
+    const ExpertTokenTile one{0, 0, 1};
+    DeviceBuffer one_tile(sizeof one), slots(sizeof(int32_t) * 4);
+    one_tile.upload(&one, sizeof one);
+    const ExpertGemmTiles no_length{ExpertShape{64, 64, 4, 64},
+                                    reinterpret_cast<const ExpertAddress*>(x.as<float>()),
+                                    one_tile.as<ExpertTokenTile>(),
+                                    1,
+                                    slots.as<int32_t>(),
+                                    0};
+    EXPECT_THROW(expert_gemm_down(no_length, x.as<float>(), y.as<float>(), nullptr), Error);
+    ExpertGemmTiles odd_length = no_length;
+    odd_length.n_slots = 4;
+    EXPECT_THROW(expert_gemm_gate_up(odd_length, x.as<float>(), kTop, y.as<float>(), nullptr),
+                 Error);
     const ExpertGemmTiles partial_group{ExpertShape{96, 64, 4, 64}, nullptr, tiles, 0, nullptr};
     EXPECT_THROW(expert_gemm_down(partial_group, x.as<float>(), y.as<float>(), nullptr), Error);
     // No tiles: nothing to do.
