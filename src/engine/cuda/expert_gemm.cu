@@ -19,11 +19,11 @@
 // a lane reads them) and its Σx per group, in global memory. Why: a GEMM block used to convert
 // its tokens' x itself, with blocking loads every warp of the block waited on at once, for every
 // row block again; now it gathers ready fragments with cp.async (no registers, no stall) into a
-// double-buffered shared chunk of 256 columns × 16 tokens, the next chunk in flight while this
-// one is multiplied, one barrier per chunk. Each output is summed by one lane in ascending group
-// order; nothing depends on the grid or on which tokens share a tile. The kernels wait for the
-// previous kernel before touching memory and are launched with launch_dependent
-// (dependent_launch.cuh).
+// double-buffered shared chunk of 256 columns × 16 tokens (32 for a dense matrix), the next
+// chunk in flight while this one is multiplied, one barrier per chunk. Each output is summed by one
+// lane in ascending group order; nothing depends on the grid or on which tokens share a tile. The
+// kernels wait for the previous kernel before touching memory and are launched with
+// launch_dependent (dependent_launch.cuh).
 #include <cuda_runtime.h>
 
 #include <string>
@@ -58,7 +58,7 @@ constexpr int kMaxChunkGroups = kChunkCols / 64;
 // spill next to the 32 accumulator registers of a 16-token tile.
 constexpr int kDepth = 2;
 
-// Dense: one matrix, tiles of 16 consecutive tokens (affine_gemm_tensor_cores).
+// Dense: one matrix, tiles of kDenseTokenBlocks·8 consecutive tokens (affine_gemm_tensor_cores).
 enum class Mode { GateUp, Down, Dense };
 
 // x as the GEMM reads it (stage_x_kernel writes it): per staged row, for every k16 step, the B
