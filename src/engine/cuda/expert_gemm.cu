@@ -441,14 +441,12 @@ void launch(int bits, int group_size, int n_tiles, const StageParams& stage, int
         launch_dependent(stage_x_kernel<kB, kG>, dim3(static_cast<unsigned>(stage_blocks)),
                          dim3(kThreads), 0, stream, stage);
         constexpr size_t kShared = 2 * sizeof(SharedChunk<TB>);
-        if constexpr (kShared > 48 * 1024) {
-            static const bool opted_in = [] {  // once per kernel and process (one device)
-                CHERENKOV_CUDA_CHECK(cudaFuncSetAttribute(
-                    expert_gemm_kernel<kB, kG, M, TB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                    static_cast<int>(kShared)));
-                return true;
-            }();
-            (void)opted_in;
+        // Set at every launch, as affine_gemm.cu does: the attribute belongs to the current
+        // device's context, so a value remembered per process would miss a second device.
+        if constexpr (kShared > (size_t{48} << 10)) {
+            CHERENKOV_CUDA_CHECK(cudaFuncSetAttribute(expert_gemm_kernel<kB, kG, M, TB>,
+                                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                      static_cast<int>(kShared)));
         }
         launch_dependent(expert_gemm_kernel<kB, kG, M, TB>, grid, dim3(kThreads), kShared, stream,
                          p);
