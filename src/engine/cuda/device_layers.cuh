@@ -323,9 +323,10 @@ void moe_route(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, co
 void moe_finish(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, const float* mix,
                 int64_t n_rows, float* y, const DeviceContext& ctx,
                 const ResidualUpdate& residual = {});
-// The MoE block with no host round trip, for decode calls whose layer the device pool holds
-// whole (every expert resident; DeviceExpertPool::layer_addresses): the routing becomes an
-// address table on the device and the routed experts follow it. moe_on_device decides (outside
+// The MoE block with no host round trip, for calls whose layer the device pool holds whole
+// (every expert resident; DeviceExpertPool::layer_addresses): a decode call's routing becomes an
+// address table on the device and the routed experts follow it; a prefill call's is grouped by
+// expert on the device into the grouped GEMMs' token tiles. moe_on_device decides (outside
 // stream capture: it may upload the layer's addresses) and returns the layer's addresses, or
 // null when the call takes moe_forward; moe_forward_on_device queues the kernels (capturable),
 // giving moe_forward's bits; after them, call ctx.expert_pool->release_layer(table_layer).

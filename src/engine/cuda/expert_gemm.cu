@@ -84,6 +84,7 @@ struct Params {
     int x_row_divisor;  // GateUp: index i reads mix row i / top
     float* y;           // row i: GateUp h [T·k, intermediate]; Down parts [T·k, hidden]
     int y_stride;
+    const int32_t* tile_count;  // null, or tiles in use (device): blocks past it return
 };
 
 template <int Bits, int G>
@@ -100,34 +101,69 @@ struct SharedChunk {
     float x_sum[kMaxChunkGroups][TB * 8];
 };
 
-// One x row's B fragments and group sums (StagedX), by the threads of a block: entry (step s,
-// quarter c) holds x[a], x[a + 1], x[a + P], x[a + P + 1] (P = 16/Bits) as bf16 hi and as the lo
-// of what hi leaves, a being the column lane quarter c multiplies by the step's codes.
+struct StageParams {
+    const float* x;
+    int x_stride;
+    int n_groups;
+    // Null: block b stages x row b as staged row b. Else block b stages tile b: x row slots[first
+    // + j] as staged row first + j, for j < count (the Down launch's positions).
+    const ExpertTokenTile* tiles;
+    const int32_t* slots;
+    uint2* fragments;
+    float* sums;
+    // With tiles: null, or the number of tiles in use, written on the device (the grid is an
+    // upper bound: blocks past it return).
+    const int32_t* tile_count = nullptr;
+};
+
+// grid: x rows or tiles; block: kThreads. Entry (row j, step s, quarter c) holds x[a], x[a + 1],
+// x[a + P], x[a + P + 1] (P = 16/Bits) as bf16 hi and as the lo of what hi leaves, a being the
+// column lane quarter c multiplies by the step's codes. A tile's rows are spread over the
+// threads together, so their loads are in flight at once.
 template <int Bits, int G>
-__device__ __forceinline__ void stage_row(const float* xr, uint2* fragments, float* sums,
-                                          int n_groups) {
+__global__ void __launch_bounds__(kThreads) stage_x_kernel(const StageParams p) {
     using S = CodeShape<Bits, G>;
-    const int entries = n_groups * S::kStepsPerGroup * 4;
-    for (int e = static_cast<int>(threadIdx.x); e < entries; e += static_cast<int>(blockDim.x)) {
+    wait_for_previous_kernel();
+    allow_next_kernel();
+    int first = static_cast<int>(blockIdx.x);
+    int count = 1;
+    if (p.tiles != nullptr) {
+        if (p.tile_count != nullptr && static_cast<int>(blockIdx.x) >= *p.tile_count) return;
+        const ExpertTokenTile tile = p.tiles[blockIdx.x];
+        first = tile.first;
+        count = tile.count;
+    }
+    const auto x_row = [&](int j) -> const float* {
+        const int row = p.tiles == nullptr ? first : p.slots[first + j];
+        return p.x + static_cast<size_t>(row) * p.x_stride;
+    };
+    const int n_steps = p.n_groups * S::kStepsPerGroup;
+    const int entries = n_steps * 4;
+    for (int e = static_cast<int>(threadIdx.x); e < count * entries; e += kThreads) {
+        const int j = e / entries;
         const int c = e & 3;
-        const int s = e >> 2;
+        const int s = (e - j * entries) >> 2;
         const int group = s / S::kStepsPerGroup;
         const int in_group = s % S::kStepsPerGroup;
         const int a = group * G + c * (G / 4) + in_group / S::kStepsPerWord * S::kCodesPerWord +
                       2 * (in_group % S::kStepsPerWord);
-        const float2 first = *reinterpret_cast<const float2*>(xr + a);
-        const float2 second = *reinterpret_cast<const float2*>(xr + a + S::kPairOffset);
+        const float* xr = x_row(j);
+        const float2 lead = *reinterpret_cast<const float2*>(xr + a);
+        const float2 pair = *reinterpret_cast<const float2*>(xr + a + S::kPairOffset);
         uint2 hi, lo;
-        hi.x = pack_bf16x2(first.x, second.x);
-        hi.y = pack_bf16x2(first.y, second.y);
-        lo.x = pack_bf16x2(first.x - bf16_low(hi.x), second.x - bf16_high(hi.x));
-        lo.y = pack_bf16x2(first.y - bf16_low(hi.y), second.y - bf16_high(hi.y));
-        fragments[s * 8 + c] = hi;
-        fragments[s * 8 + 4 + c] = lo;
+        hi.x = pack_bf16x2(lead.x, pair.x);
+        hi.y = pack_bf16x2(lead.y, pair.y);
+        lo.x = pack_bf16x2(lead.x - bf16_low(hi.x), pair.x - bf16_high(hi.x));
+        lo.y = pack_bf16x2(lead.y - bf16_low(hi.y), pair.y - bf16_high(hi.y));
+        uint2* fragments = p.fragments + (static_cast<size_t>(first + j) * n_steps + s) * 8;
+        fragments[c] = hi;
+        fragments[4 + c] = lo;
     }
     // Σx of a group: each quarter summed in column order, then (q0 + q1) + (q2 + q3).
-    for (int group = static_cast<int>(threadIdx.x); group < n_groups;
-         group += static_cast<int>(blockDim.x)) {
+    for (int e = static_cast<int>(threadIdx.x); e < count * p.n_groups; e += kThreads) {
+        const int j = e / p.n_groups;
+        const int group = e - j * p.n_groups;
+        const float* xr = x_row(j);
         float q[4];
 #pragma unroll
         for (int quarter = 0; quarter < 4; ++quarter) {
@@ -143,39 +179,8 @@ __device__ __forceinline__ void stage_row(const float* xr, uint2* fragments, flo
             }
             q[quarter] = sum;
         }
-        sums[group] = (q[0] + q[1]) + (q[2] + q[3]);
+        p.sums[static_cast<size_t>(first + j) * p.n_groups + group] = (q[0] + q[1]) + (q[2] + q[3]);
     }
-}
-
-struct StageParams {
-    const float* x;
-    int x_stride;
-    int n_groups;
-    // Null: block b stages x row b as staged row b. Else block b stages tile b: x row slots[first
-    // + j] as staged row first + j, for j < count (the Down launch's positions).
-    const ExpertTokenTile* tiles;
-    const int32_t* slots;
-    uint2* fragments;
-    float* sums;
-};
-
-// grid: x rows or tiles; block: kThreads.
-template <int Bits, int G>
-__global__ void __launch_bounds__(kThreads) stage_x_kernel(const StageParams p) {
-    wait_for_previous_kernel();
-    allow_next_kernel();
-    const int n_steps = p.n_groups * CodeShape<Bits, G>::kStepsPerGroup;
-    auto stage = [&](int x_row, int staged_row) {
-        stage_row<Bits, G>(p.x + static_cast<size_t>(x_row) * p.x_stride,
-                           p.fragments + static_cast<size_t>(staged_row) * n_steps * 8,
-                           p.sums + static_cast<size_t>(staged_row) * p.n_groups, p.n_groups);
-    };
-    if (p.tiles == nullptr) {
-        stage(static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.x));
-        return;
-    }
-    const ExpertTokenTile tile = p.tiles[blockIdx.x];
-    for (int j = 0; j < tile.count; ++j) stage(p.slots[tile.first + j], tile.first + j);
 }
 
 // Queues the copies of groups [group0, group0 + n_groups) of the tile's staged rows into `sc`
@@ -237,6 +242,7 @@ __global__ void __launch_bounds__(kThreads, TB == 2 ? 3 : 2) expert_gemm_kernel(
         tile.first = static_cast<int32_t>(blockIdx.x) * kTile;
         tile.count = min(kTile, p.n_tokens - tile.first);
     } else {
+        if (p.tile_count != nullptr && static_cast<int>(blockIdx.x) >= *p.tile_count) return;
         tile = p.tiles[blockIdx.x];
     }
     // A tile of ≤ 8 tokens skips the second n-block, one of ≤ 16 the third and fourth
@@ -511,6 +517,7 @@ void expert_gemm_gate_up(const ExpertGemmTiles& tiles, const float* mix, int top
     p.x_row_divisor = top;
     p.y = h;
     p.y_stride = static_cast<int>(s.intermediate);
+    p.tile_count = tiles.tile_count;
     // Every token's mix row, once: the tiles read each about `top` times.
     const int64_t n_rows = tiles.n_slots / top;
     const StagedXBuffer staged(n_rows, s.hidden, s.group_size, cuda_stream);
@@ -533,11 +540,13 @@ void expert_gemm_down(const ExpertGemmTiles& tiles, const float* h, float* parts
     p.x_row_divisor = 1;
     p.y = parts;
     p.y_stride = static_cast<int>(s.hidden);
+    p.tile_count = tiles.tile_count;
     // Only the launch's tiles' rows of h, by their positions in the slot list.
     const StagedXBuffer staged(tiles.n_slots, s.intermediate, s.group_size, cuda_stream);
     StageParams stage = staged.params(h, static_cast<int>(s.intermediate), p.n_groups);
     stage.tiles = tiles.tiles;
     stage.slots = tiles.slots;
+    stage.tile_count = tiles.tile_count;
     launch<Mode::Down>(s.bits, s.group_size, tiles.n_tiles, stage, tiles.n_tiles, p, cuda_stream);
 }
 

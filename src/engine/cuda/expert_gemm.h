@@ -37,7 +37,9 @@ bool expert_gemm_takes(const ExpertShape& shape);
 
 // The tensors both launches share. table: device ExpertAddress [*], all experts of `shape`;
 // tiles: device ExpertTokenTile [n_tiles]; slots: device int32 [n_slots = T·k], the (row, slot)
-// indices i = row·top + slot grouped by expert.
+// indices i = row·top + slot grouped by expert. tile_count: null, or a device int32 holding how
+// many of the n_tiles are in use, for tiles built on the device (n_tiles is then their bound,
+// max_expert_token_tiles).
 struct ExpertGemmTiles {
     ExpertShape shape;
     const ExpertAddress* table = nullptr;
@@ -45,6 +47,7 @@ struct ExpertGemmTiles {
     int n_tiles = 0;
     const int32_t* slots = nullptr;
     int64_t n_slots = 0;
+    const int32_t* tile_count = nullptr;
 };
 
 // h[i] = silu(gate_e·mix[i / top]) ⊙ (up_e·mix[i / top]) for every i of every tile (e the

@@ -6,8 +6,9 @@
 // order are engine/model/moe_policy.h's, which the CPU's MoE uses too. Decode
 // (≤ 4 rows) groups experts into affine_experts_swiglu_parts launches; prefill groups them into
 // the token-tiled expert_gemm launches, computing experts one at a time only for shapes those
-// kernels do not take. A decode call on a layer the pool holds whole skips the read-back: the
-// routing becomes an address table on the device (moe_forward_on_device). Kernels wait for the
+// kernels do not take. A call on a layer the pool holds whole skips the read-back
+// (moe_forward_on_device): a decode call's routing becomes an address table on the device, a
+// prefill call's is grouped by expert into the GEMMs' token tiles there (expert_grouping.h). Kernels wait for the
 // previous kernel before touching memory and are launched with launch_dependent
 // (dependent_launch.cuh).
 #include <cuda_runtime.h>
@@ -28,6 +29,7 @@
 #include "engine/cuda/device_math.cuh"
 #include "engine/cuda/expert_gemm.h"
 #include "engine/cuda/expert_group.h"
+#include "engine/cuda/expert_grouping.h"
 #include "engine/cuda/expert_layer.h"
 #include "engine/experts/expert_source.h"
 #include "engine/experts/routing_trace.h"
@@ -891,18 +893,91 @@ void moe_route(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, co
 
 const ExpertAddress* moe_on_device(const DeviceMoeWeights& weights, int64_t n_rows,
                                    const DeviceContext& ctx) {
-    // Traces read the routing back; the routed experts' kernels take 1-4 rows.
-    if (n_rows < 1 || n_rows > kMaxGemvRows || ctx.trace != nullptr ||
-        ctx.routing_trace != nullptr || ctx.expert_pool == nullptr ||
-        n_rows > router_rows_per_block(*ctx.config)) {
+    // Traces read the routing back.
+    if (n_rows < 1 || ctx.trace != nullptr || ctx.routing_trace != nullptr ||
+        ctx.expert_pool == nullptr) {
         return nullptr;
+    }
+    const auto& c = *ctx.config;
+    if (n_rows <= kMaxGemvRows) {
+        // The decode experts' kernels take 1-4 rows, routed by one block.
+        if (n_rows > router_rows_per_block(c)) return nullptr;
+    } else {
+        // Prefill: the grouping kernel and the token-tiled GEMMs must take the layer.
+        const store::ExpertLayout& layout = ctx.expert_pool->layout();
+        const ExpertShape shape{c.hidden_size, c.moe_intermediate_size, layout.bits,
+                                layout.group_size};
+        if (c.num_experts > kMaxGroupedExperts || !expert_gemm_takes(shape)) return nullptr;
     }
     return ctx.expert_pool->layer_addresses(weights.table_layer);
 }
 
+namespace {
+
+// moe_forward_on_device for a prefill call: the router, group_by_expert and the two grouped
+// expert GEMMs on the compute stream, the shared expert on a side stream, then the combine; the
+// same arithmetic as moe_finish's grouped launches, without the read-back.
+void prefill_on_device(const DeviceMoeWeights& weights, const ExpertAddress* addresses,
+                       const float* mix, int64_t n_rows, float* y, const DeviceContext& ctx,
+                       const ResidualUpdate& residual) {
+    const auto& c = *ctx.config;
+    const cudaStream_t stream = ctx.stream;
+    CHERENKOV_ASSERT(reinterpret_cast<uintptr_t>(mix) % 16 == 0, "layer arena rows are aligned");
+    const int64_t h = c.hidden_size;
+    const int64_t top = c.num_experts_per_tok;
+    const int64_t tk = n_rows * top;
+    const auto n_tk = static_cast<size_t>(tk);
+    const store::ExpertLayout& layout = ctx.expert_pool->layout();
+    const ExpertShape shape{h, c.moe_intermediate_size, layout.bits, layout.group_size};
+
+    DeviceScratch<float> shared(static_cast<size_t>(n_rows * h), stream);
+    DeviceScratch<float> shared_gate(static_cast<size_t>(n_rows), stream);
+    const SideStreams* side = ctx.side;
+    DeviceContext shared_ctx = ctx;
+    if (side != nullptr) {
+        side->fork(stream, 1);
+        shared_ctx.stream = side->get(0);
+    }
+    shared_expert(weights, mix, n_rows, shared.data(), shared_gate.data(), shared_ctx);
+
+    DeviceScratch<float> logits(static_cast<size_t>(n_rows * c.num_experts), stream);
+    DeviceScratch<int32_t> routing(2 * n_tk, stream);
+    auto* routing_weights = reinterpret_cast<float*>(routing.data() + tk);
+    route(weights, mix, n_rows, logits.data(), nullptr, routing.data(), routing_weights, ctx, false,
+          stream);
+    const int64_t max_tiles = max_expert_token_tiles(tk, std::min<int64_t>(c.num_experts, tk));
+    DeviceScratch<int32_t> slots(n_tk, stream);
+    DeviceScratch<ExpertTokenTile> tiles(static_cast<size_t>(max_tiles), stream);
+    DeviceScratch<int32_t> n_tiles(1, stream);
+    DeviceScratch<int32_t> combine(2 * n_tk, stream);
+    auto* part_weights = reinterpret_cast<float*>(combine.data() + tk);
+    const DeviceExpertGroups groups{slots.data(), tiles.data(),  n_tiles.data(),
+                                    combine.data(), part_weights, ctx.expert_pool->device_hits()};
+    group_by_expert(routing.data(), routing_weights, n_rows, static_cast<int>(top),
+                    static_cast<int>(c.num_experts), groups, stream);
+    DeviceScratch<float> h_rows(n_tk * static_cast<size_t>(c.moe_intermediate_size), stream);
+    DeviceScratch<float> parts(n_tk * static_cast<size_t>(h), stream);
+    const ExpertGemmTiles launch{shape, addresses, tiles.data(), static_cast<int>(max_tiles),
+                                 slots.data(), tk, n_tiles.data()};
+    expert_gemm_gate_up(launch, mix, static_cast<int>(top), h_rows.data(), stream);
+    expert_gemm_down(launch, h_rows.data(), parts.data(), stream);
+    if (side != nullptr) side->join(stream, 1);
+    DeviceScratch<float> routed(static_cast<size_t>(n_rows * h), stream);
+    launch_dependent(moe_combine_kernel, dim3(blocks(n_rows * h, kElementwiseThreads)),
+                     dim3(kElementwiseThreads), 0, stream, parts.data(), combine.data(),
+                     part_weights, static_cast<int>(top), shared.data(), shared_gate.data(),
+                     static_cast<int>(n_rows), static_cast<int>(h), routed.data(), y, residual);
+}
+
+}  // namespace
+
 void moe_forward_on_device(const DeviceMoeWeights& weights, const ExpertAddress* addresses,
                            const float* mix, int64_t n_rows, float* y, const DeviceContext& ctx,
                            const ResidualUpdate& residual) {
+    if (n_rows > kMaxGemvRows) {
+        prefill_on_device(weights, addresses, mix, n_rows, y, ctx, residual);
+        return;
+    }
     const auto& c = *ctx.config;
     const cudaStream_t stream = ctx.stream;
     const int64_t h = c.hidden_size;

@@ -12,6 +12,7 @@
 #include "engine/cuda/device_info.h"
 #include "engine/cuda/device_weights.h"
 #include "engine/cuda/expert_gemm.h"
+#include "engine/cuda/expert_grouping.h"
 #include "engine/cuda/expert_layer.h"
 #include "engine/cuda/kernel_policy.h"
 #include "engine/cuda/token_select.h"
@@ -237,6 +238,12 @@ void expert_gemm_gate_up(const ExpertGemmTiles&, const float*, int, float*, void
 
 void expert_gemm_down(const ExpertGemmTiles&, const float*, float*, void*) {
     throw_unsupported("[expert_gemm_down] built without CUDA");
+}
+
+// expert_grouping.h
+void group_by_expert(const int32_t*, const float*, int64_t, int, int, const DeviceExpertGroups&,
+                     void*) {
+    throw_unsupported("[group_by_expert] built without CUDA");
 }
 
 bool affine_gemm_tensor_cores_take(const DeviceAffineMatrix&, const float*, size_t) {

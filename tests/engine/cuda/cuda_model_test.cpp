@@ -1,8 +1,8 @@
 // The CUDA backend (engine/cuda/cuda_model.h) end to end against the transformers reference and
 // the CPU backend: logits at every position of every fixture prompt, every traced stage of every
 // layer, incremental schedules, checkpoint copies, MTP catch-up, greedy generation for drafts
-// 0/1/2, a minimal device pool against one holding every expert, and prefill in chunks of a
-// small --prefill-quantum. Skips without a device.
+// 0/1/2, a minimal device pool against one holding every expert (decode and prefill routed on the
+// device), and prefill in chunks of a small --prefill-quantum. Skips without a device.
 #include "engine/cuda/cuda_model.h"
 
 #include <gtest/gtest.h>
@@ -397,6 +397,41 @@ TEST(CudaModel, LayersHeldWholeAreRoutedOnTheDeviceWithTheHostPathsBits) {
                   small_stats["device_expert_hits"].get<uint64_t>() +
                       small_stats["device_expert_uploads"].get<uint64_t>())
             << graphs;
+    }
+}
+
+// Prefill calls on layers the pool holds whole are routed on the device too (the routing grouped
+// by expert there, no read-back per layer): the same logits at every position, bit for bit, as the
+// first prefill (host path, while the pool fills) and as a pool too small for the device path, in
+// one chunk and in chunks of 8 rows.
+TEST(CudaModel, PrefillOnLayersHeldWholeIsRoutedOnTheDeviceWithTheHostPathsBits) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    ReferenceFile reference("tiny_a/reference/logits.safetensors");
+    const std::vector<int32_t> prompt = reference.tokens("input_ids.chat");
+    ASSERT_GT(prompt.size(), 16U);  // more than a decode call's rows, also in chunks of 8
+    const auto prefill = [&](engine::ModelBackend& model, int64_t chunk) {
+        engine::SequenceState state = model.new_sequence(256);
+        engine::ForwardOptions options;
+        options.all_logits = true;
+        int64_t calls = 0;
+        auto logits = engine::forward_in_chunks(model, state, prompt, options, chunk, &calls).logits;
+        return std::make_pair(std::move(logits), calls);
+    };
+    for (const int64_t chunk : {int64_t{512}, int64_t{8}}) {
+        CudaFixture full("tiny_a/hf_flat_fused", "max");
+        CudaFixture small("tiny_a/hf_flat_fused", minimal_pool("tiny_a/hf_flat_fused"));
+        const auto routed_calls = [&] {
+            return engine::backend_stats_json(full.gpu->backend_stats())["device_routed_calls"]
+                .get<uint64_t>();
+        };
+        const auto filling = prefill(*full.gpu, chunk);
+        const uint64_t before = routed_calls();
+        const auto on_device = prefill(*full.gpu, chunk);
+        // Every call of the second prefill, in each of the 4 layers.
+        EXPECT_EQ(routed_calls() - before, 4 * static_cast<uint64_t>(on_device.second))
+            << "chunk " << chunk;
+        EXPECT_EQ(on_device.first, filling.first) << "chunk " << chunk;
+        EXPECT_EQ(on_device.first, prefill(*small.gpu, chunk).first) << "chunk " << chunk;
     }
 }
 

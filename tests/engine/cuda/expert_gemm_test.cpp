@@ -1,7 +1,8 @@
 // The grouped expert GEMM (engine/cuda/expert_gemm.h) against the CPU matmul: every (bits,
 // group) it takes, experts with 1, 3, 8, 17 and 40 (row, slot)s (partial token tiles, one and
 // several tiles), the Flash shape and small odd multiples of the group; bitwise reproducibility,
-// also when the experts are split over several launches; the dense form on odd token counts.
+// also when the experts are split over several launches, and with tiles grouped on the device;
+// the dense form on odd token counts.
 // Skips without a device; in a build without CUDA it checks that calls say so.
 #include "engine/cuda/expert_gemm.h"
 
@@ -22,6 +23,7 @@
 #include "engine/cuda/device_info.h"
 #include "engine/cuda/device_test.h"
 #include "engine/cuda/expert_group.h"
+#include "engine/cuda/expert_grouping.h"
 
 namespace cherenkov::engine::cuda {
 namespace {
@@ -277,6 +279,57 @@ TEST_F(CudaExpertGemm, ResultsAreBitwiseReproducibleAndIndependentOfGrouping) {
                 << "bits=" << bits << " group=" << group << " run " << k;
         }
     }
+}
+
+// Tiles built on the device (group_by_expert, moe.cu's prefill path for a layer the pool holds
+// whole): the launches cover max_expert_token_tiles and read how many are in use from the device.
+// The tiles past that count hold a wrong expert for the first position, so reading one would
+// change the outputs. Same bits as the host's tiles.
+TEST_F(CudaExpertGemm, TilesGroupedOnTheDeviceGiveTheHostTilesBits) {
+    const std::vector<int32_t> counts(std::begin(kCounts), std::end(kCounts));
+    const auto n_experts = static_cast<int>(counts.size());
+    const ExpertShape shape{2560, 640, 4, 64};
+    const Routing r = make_routing(counts, 9);
+    const TestExperts ex = make_experts(n_experts, shape, 13);
+    const auto tk = static_cast<int64_t>(r.slots.size());
+    const auto mix = random_vector(static_cast<size_t>(tk / kTop * 2560), 4);
+    DeviceCall host_call = upload_call(shape, r, mix);
+    run(ex, r, &host_call, 64);
+
+    DeviceCall call = upload_call(shape, r, mix);
+    const int64_t max_tiles = max_expert_token_tiles(tk, std::min<int64_t>(n_experts, tk));
+    const std::vector<ExpertTokenTile> poison(static_cast<size_t>(max_tiles),
+                                              ExpertTokenTile{1, 0, 1});
+    const auto n_tk = static_cast<size_t>(tk);
+    const std::vector<float> weights(n_tk, 1.0F);
+    DeviceBuffer experts(n_tk * 4), d_weights(n_tk * 4), part_rows(n_tk * 4), part_weights(n_tk * 4),
+        tiles(poison.size() * sizeof(ExpertTokenTile)), n_tiles(4);
+    experts.upload(r.expert_of.data(), n_tk * 4);
+    d_weights.upload(weights.data(), n_tk * 4);
+    tiles.upload(poison.data(), poison.size() * sizeof(ExpertTokenTile));
+    const DeviceExpertGroups groups{call.slots.as<int32_t>(), tiles.as<ExpertTokenTile>(),
+                                    n_tiles.as<int32_t>(),    part_rows.as<int32_t>(),
+                                    part_weights.as<float>(), nullptr};
+    // make_routing's rows may repeat an expert, which only the part rows (unused here) care about.
+    group_by_expert(experts.as<int32_t>(), d_weights.as<float>(), tk / kTop, kTop, n_experts,
+                    groups, nullptr);
+    const ExpertGemmTiles t{shape,
+                            ex.d_table.as<ExpertAddress>(),
+                            tiles.as<ExpertTokenTile>(),
+                            static_cast<int>(max_tiles),
+                            call.slots.as<int32_t>(),
+                            tk,
+                            n_tiles.as<int32_t>()};
+    expert_gemm_gate_up(t, call.mix.as<float>(), kTop, call.h.as<float>(), nullptr);
+    expert_gemm_down(t, call.h.as<float>(), call.parts.as<float>(), nullptr);
+    device_synchronize();
+    int32_t used = 0;
+    n_tiles.download(&used, 4);
+    EXPECT_LT(used, max_tiles);  // some tiles past the count, so the poison is there to be read
+    std::vector<float> expected(n_tk * 2560), parts(n_tk * 2560);
+    host_call.parts.download(expected.data(), expected.size() * 4);
+    call.parts.download(parts.data(), parts.size() * 4);
+    EXPECT_EQ(std::memcmp(expected.data(), parts.data(), parts.size() * 4), 0);
 }
 
 TEST_F(CudaExpertGemm, TakesOnlyItsShapesAndRejectsBadArguments) {
