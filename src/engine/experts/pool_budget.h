@@ -68,7 +68,7 @@ PoolBudget resolve_pool_budget(const PoolSetting& setting, const PoolRequirement
 // The scratch of one prefill chunk beside the pool (seed "Memory and scheduling": prefill_quantum
 // sets the largest chunk and its scratch reservation): rows · row_bytes + fixed_bytes.
 struct ChunkScratch {
-    int64_t quantum = 256;     // --prefill-quantum: the chunk asked for
+    int64_t quantum = 512;     // --prefill-quantum: the chunk asked for
     int64_t min_rows = 1;      // never fewer (unless the quantum is): a decode step's rows
     uint64_t row_bytes = 0;    // scratch per row
     uint64_t fixed_bytes = 0;  // scratch whatever the rows

@@ -15,15 +15,18 @@ PrefillQuantum PrefillQuantum::of(int64_t rows, std::string_view source) {
 }
 
 uint64_t prefill_scratch_row_bytes(const model_data::qwen4_exp::Config& c) {
-    // The widest per-row tensors of a call: logits [V], the GDN conv input and output
-    // [2·conv_dim], attention queries and gates [2·heads·head_dim], hyper-connection streams and
-    // their mixes [4·C·H], router logits and probabilities [2·E], and a row's routed-expert work
-    // (k outputs of [H] plus gate and up [2·I]). Eight such rows cover every temporary alive at
-    // once, generously: this is a reservation, and an arena that outgrows it still works.
+    // A row's logits [V] (all of a chunk's rows with all_logits: `logits`, `perplexity`), once:
+    // the head's output is alive only at the end of the call. Then the widest of the per-row
+    // tensors of a layer: the GDN conv input and output [2·conv_dim], attention queries and gates
+    // [2·heads·head_dim], hyper-connection streams and their mixes [4·C·H], router logits and
+    // probabilities [2·E], and a row's routed-expert work (k outputs of [H] plus gate and up
+    // [2·I]). Eight of those cover every temporary alive at once, generously: this is a
+    // reservation, and an arena that outgrows it still works. (Eight logit rows as well made the
+    // reservation 7.9 MB a row with a 248k vocabulary, 4 GB for a 512-row chunk.)
     const int64_t widest = std::max<int64_t>(
-        {c.vocab_size, c.conv_dim * 2, c.num_attention_heads * c.head_dim * 2, c.hc_width() * 4,
+        {c.conv_dim * 2, c.num_attention_heads * c.head_dim * 2, c.hc_width() * 4,
          c.num_experts * 2, c.num_experts_per_tok * c.hidden_size + c.moe_intermediate_size * 2});
-    return static_cast<uint64_t>(widest) * 8 * sizeof(float);
+    return static_cast<uint64_t>(c.vocab_size + widest * 8) * sizeof(float);
 }
 
 int64_t prefill_chunk_rows(const ModelBackend& model, PrefillQuantum quantum) {

@@ -13,14 +13,15 @@
 
 namespace cherenkov::engine {
 
-// 256, not the seed's 128: that default kept expert-pool space on a 32 GB unified-memory Mac,
+// 512, not the seed's 128: that default kept expert-pool space on a 32 GB unified-memory Mac,
 // where weights, pool and scratch share one memory. Our scratch per row is small against our
-// memories (prefill_scratch_row_bytes is about 4.9 MB with a 152k vocabulary, so 1.2 GB for 256
-// rows, beside 80-141 GB GPUs or the host RAM of a CPU machine), and 256 is the chunk the
-// engine's prefill was measured and tuned with (docs/cuda-backend.md). Larger values speed up
-// prefill (the dense GEMM reaches 95 TFLOP/s at 1024 rows against 82 at 256 on an H100)
-// when memory allows.
-inline constexpr int64_t kDefaultPrefillQuantum = 256;
+// memories (prefill_scratch_row_bytes is about 2.3 MB with Flash's 248k vocabulary, so 1.2 GB
+// for 512 rows, beside 80-141 GB GPUs or the host RAM of a CPU machine), and a resident prefill
+// of 512 tokens runs 20-30% faster in one call than in two of 256 (H200, docs/cuda-backend.md:
+// half the per-call work, and each expert's weights read once for twice the tokens). Larger
+// values speed up prefill further when memory allows, above all when experts stream from disk,
+// where every chunk reads most of the expert table.
+inline constexpr int64_t kDefaultPrefillQuantum = 512;
 // Past this the scratch (tens of GB with a large vocabulary) outgrows any device we target.
 inline constexpr int64_t kMaxPrefillQuantum = 65536;
 

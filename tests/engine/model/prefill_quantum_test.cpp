@@ -77,9 +77,9 @@ TEST(PrefillQuantum, MessagesNameWhereTheValueCameFrom) {
 }
 
 // A quantum nobody set is the default, and equal quanta compare equal.
-TEST(PrefillQuantum, DefaultsTo256AndComparesByRows) {
+TEST(PrefillQuantum, DefaultsTo512AndComparesByRows) {
     EXPECT_EQ(engine::PrefillQuantum().rows(), engine::kDefaultPrefillQuantum);
-    EXPECT_EQ(engine::PrefillQuantum(), engine::PrefillQuantum::of(256));
+    EXPECT_EQ(engine::PrefillQuantum(), engine::PrefillQuantum::of(512));
     EXPECT_NE(engine::PrefillQuantum::of(3), engine::PrefillQuantum::of(4));
     EXPECT_EQ(engine::GenerationOptions{}.prefill_quantum, engine::PrefillQuantum());
 }

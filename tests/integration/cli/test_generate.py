@@ -183,10 +183,10 @@ def test_prefill_quantum_changes_the_chunks_not_the_output(run_cli, stores, tmp_
     default = run_cli(*args)
     small = run_cli(*args, "--prefill-quantum", "3")
     assert small.stdout == default.stdout
-    assert "chunk(s) of up to 3\n" in small.stderr and "1 chunk(s) of up to 256\n" in default.stderr
+    assert "chunk(s) of up to 3\n" in small.stderr and "1 chunk(s) of up to 512\n" in default.stderr
     stats = memory_stats_of(small.stderr)
     assert stats["prefill_quantum"] == 3 and stats["prefill_chunk_tokens"] == 3
-    assert memory_stats_of(default.stderr)["prefill_chunk_tokens"] == 256
+    assert memory_stats_of(default.stderr)["prefill_chunk_tokens"] == 512
 
     ids = ",".join(str(i) for i in range(1, 30))
     logits = {q: np.array(json.loads(run_cli("logits", stores["a"], "--tokens", ids, "--full", "--json",
@@ -209,7 +209,7 @@ def test_bench_reports_the_prefill_chunk(run_cli, stores):
     assert small["runs"][0]["prefill_chunks"] == 6  # 16 tokens in calls of 3
     assert small["memory"]["prefill_chunk_tokens"] == 3
     default = json.loads(run_cli(*bench).stdout)
-    assert default["prefill_quantum"] == 256 and default["prefill_chunk_tokens"] == 256
+    assert default["prefill_quantum"] == 512 and default["prefill_chunk_tokens"] == 512
     assert default["runs"][0]["prefill_chunks"] == 1
 
 
