@@ -13,9 +13,10 @@
 # Cherenkov's 4.5-bit records) and Q4_K_M (which falls back to Q5_0/Q8_0 on the 640-wide down
 # projections), deleting each intermediate once it is used. Then both engines run the regimes:
 # resident (all on the GPU), experts in host RAM at equal GPU memory for experts (25% and 50%),
-# and Cherenkov's disk streaming (25% pool, O_DIRECT, page cache dropped), prompt 512 and
-# generate 128; the table (bench/peers/peer_table.py) gives both engines' figures, the ratios,
-# bytes per token and the HBM and disk limits measured in the same run.
+# and Cherenkov's disk streaming (25% pool, O_DIRECT, page cache dropped), then both engines
+# with the experts on disk under one memory limit (llama.cpp from mmap, bench/peers/memlimit.py),
+# prompt 512 and generate 128; the table (bench/peers/peer_table.py) gives both engines'
+# figures, the ratios, bytes per token and the HBM and disk limits measured in the same run.
 #
 # Steps are skipped when their outputs exist in --work, so a run cut by a time limit goes on
 # where it stopped (`--until convert` stops after the conversion on purpose). Needs: nvcc, cmake,
@@ -138,6 +139,43 @@ for layers in $layers_list; do
         "$binary" bench "$dir/store" --backend cuda --prompt-tokens "$prompt" --gen-tokens 32 \
             --repeat 1 --json --pool-gb "$pool25" >"$res/cherenkov_disk25.json" 2>"$res/cherenkov_disk25.log" ||
             rm -f "$res/cherenkov_disk25.json"
+    fi
+    # ------------------------------------------------------------ experts from disk, memory-limited
+    # llama.cpp with every layer's experts on the CPU (-ot exps=CPU) where it mapped them
+    # (--repack 0: a repacked model lives in anonymous memory), under a memory cgroup
+    # (bench/peers/memlimit.py) that holds its own memory, the GGUF's dense tensors and 25% of its
+    # expert tensors, the GGUF's pages evicted first: a machine whose RAM cannot hold the experts,
+    # where the kernel's page cache streams them. Cherenkov's disk streaming (the same 25% device
+    # pool as disk25) runs under the same limit. Skipped, with the reason, where no cgroup can be made.
+    memlimit="$repo/bench/peers/memlimit.py"
+    if "$memlimit" --check >/dev/null 2>"$res/stream_skipped.txt"; then
+        rm -f "$res/stream_skipped.txt"
+        stream_llama=(-m "$dir/q4_0.gguf" -ngl 99 -fa 1 -ot "exps=CPU" --repack 0)
+        if [[ ! -s "$res/llama_probe_mem.json" ]]; then
+            # llama.cpp's own memory beside the mapped weights: its anonymous peak, unlimited.
+            "$memlimit" --report "$res/llama_probe_mem.json" -- "$bench" "${stream_llama[@]}" \
+                -p "$prompt" -n 2 -r 1 -o json >/dev/null 2>"$res/llama_probe.log" || true
+        fi
+        if limit=$(peer_stream_limit "$dir/q4_0.gguf" "$res/llama_probe_mem.json" 25 "$res/stream_limit.json"); then
+            peer_log "L$layers stream limit: $((limit >> 20)) MiB"
+            if [[ ! -s "$res/llama_stream.json" ]]; then
+                "$memlimit" --limit "$limit" --evict "$dir/q4_0.gguf" --report "$res/llama_stream_mem.json" -- \
+                    "$bench" "${stream_llama[@]}" -p "$prompt" -n 32 -r 1 -o json \
+                    >"$res/llama_stream.json" 2>"$res/llama_stream.log" || rm -f "$res/llama_stream.json"
+            fi
+            evict=()
+            for file in "$dir"/store/*; do evict+=(--evict "$file"); done
+            if [[ ! -s "$res/cherenkov_stream.json" ]]; then
+                "$memlimit" --limit "$limit" "${evict[@]}" --report "$res/cherenkov_stream_mem.json" -- \
+                    "$binary" bench "$dir/store" --backend cuda --prompt-tokens "$prompt" --gen-tokens 32 \
+                    --repeat 1 --json --pool-gb "$pool25" \
+                    >"$res/cherenkov_stream.json" 2>"$res/cherenkov_stream.log" || rm -f "$res/cherenkov_stream.json"
+            fi
+        else
+            peer_log "L$layers stream regime skipped: no limit keeps llama.cpp's experts out of RAM"
+        fi
+    else
+        peer_log "L$layers stream regime skipped: $(cat "$res/stream_skipped.txt")"
     fi
     python3 "$repo/bench/peers/peer_table.py" "$out" "$layers" "$dir/store" | tee "$res/table.md"
 done

@@ -171,24 +171,7 @@ if [[ ! -s "$res/llama_probe_mem.json" ]]; then
 fi
 # The limit: that anonymous peak, the GGUF's dense tensors but the row-gathered embedding tables
 # (one row a token), and --stream-share % of its expert tensors. Cherenkov runs under the same one.
-limit=$(PYTHONPATH="$llama/gguf-py" python3 - "$dir/q4_0.gguf" "$res/llama_probe_mem.json" "$stream_share" \
-    "$res/stream_limit.json" <<'PY'
-import json, sys, gguf
-reader = gguf.GGUFReader(sys.argv[1])
-experts = sum(int(t.n_bytes) for t in reader.tensors if "_exps" in t.name)
-tables = sum(int(t.n_bytes) for t in reader.tensors if "token_embd" in t.name)
-dense = sum(int(t.n_bytes) for t in reader.tensors if "_exps" not in t.name) - tables
-anon = json.load(open(sys.argv[2]))["peak_anon_bytes"]
-if anon >= experts * 0.5:
-    sys.exit(f"llama.cpp's anonymous peak ({anon} B) could hold its expert tensors: no limit keeps them out")
-share = float(sys.argv[3]) / 100
-slack = 64 << 20
-limit = anon + dense + int(share * experts) + slack
-json.dump({"limit_bytes": limit, "anon_bytes": anon, "gguf_dense_bytes": dense, "gguf_table_bytes": tables,
-           "gguf_expert_bytes": experts, "share": share, "slack_bytes": slack}, open(sys.argv[4], "w"))
-print(limit)
-PY
-)
+limit=$(peer_stream_limit "$dir/q4_0.gguf" "$res/llama_probe_mem.json" "$stream_share" "$res/stream_limit.json")
 peer_log "stream limit: $((limit >> 20)) MiB ($(cat "$res/stream_limit.json"))"
 if [[ ! -s "$res/disk.json" ]]; then
     python3 "$repo/bench/disk_bandwidth.py" "$dir/store" >"$res/disk.json" || rm -f "$res/disk.json"

@@ -83,3 +83,28 @@ PY
     done
     rm -f "$dir/q8_0.gguf"
 }
+
+# peer_stream_limit GGUF PROBE_JSON SHARE_PERCENT OUT_JSON: prints the memory limit of the
+# streaming regime in bytes (and writes its parts to OUT_JSON): llama.cpp's anonymous peak from
+# PROBE_JSON (bench/peers/memlimit.py --report of a short unlimited run), the GGUF's dense tensors
+# but the row-gathered embedding tables (one row a token), SHARE_PERCENT % of its expert tensors,
+# and 64 MiB of slack. Fails when that anonymous peak could hold half the expert tensors (no limit
+# would then keep them out of RAM). Needs `llama` (peer_llama_cpp).
+peer_stream_limit() {
+    PYTHONPATH="$llama/gguf-py" python3 - "$1" "$2" "$3" "$4" <<'PY'
+import json, sys, gguf
+reader = gguf.GGUFReader(sys.argv[1])
+experts = sum(int(t.n_bytes) for t in reader.tensors if "_exps" in t.name)
+tables = sum(int(t.n_bytes) for t in reader.tensors if "token_embd" in t.name)
+dense = sum(int(t.n_bytes) for t in reader.tensors if "_exps" not in t.name) - tables
+anon = json.load(open(sys.argv[2]))["peak_anon_bytes"]
+if anon >= experts * 0.5:
+    sys.exit(f"llama.cpp's anonymous peak ({anon} B) could hold its expert tensors: no limit keeps them out")
+share = float(sys.argv[3]) / 100
+slack = 64 << 20
+limit = anon + dense + int(share * experts) + slack
+json.dump({"limit_bytes": limit, "anon_bytes": anon, "gguf_dense_bytes": dense, "gguf_table_bytes": tables,
+           "gguf_expert_bytes": experts, "share": share, "slack_bytes": slack}, open(sys.argv[4], "w"))
+print(limit)
+PY
+}

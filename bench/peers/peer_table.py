@@ -2,7 +2,8 @@
 """The side-by-side table of bench/peers/llama_cpp.sh: both engines' figures per regime, the
 ratio Cherenkov / llama.cpp (best against best), decode bytes per token and the share of the
 HBM roofline (bytes a decode token must read / the device-to-device copy rate measured in the
-same run), and disk streaming against the disk's O_DIRECT rates.
+same run), disk streaming against the disk's O_DIRECT rates, and both engines with the experts
+on disk under one memory limit.
 
     bench/peers/peer_table.py RESULTS_DIR LAYERS STORE_DIR   (reads RESULTS_DIR/L<LAYERS>/*.json)
 
@@ -212,6 +213,20 @@ def main():
                      "(not run)", f"disk: {disk.get('sequential_mb_per_s', 0) / 1e3:.2f} GB/s sequential, "
                      f"{disk.get('random_record_mb_per_s', 0) / 1e3:.2f} GB/s random records"))
         rows.append(("disk streaming, 25% pool, prefill", f"{stream['best_prefill_tokens_per_second']:,.1f}", "(not run)", "-"))
+    # Both engines with the experts on disk under one memory limit (llama.cpp from mmap).
+    limit = (load(os.path.join(res, "stream_limit.json")) or {}).get("limit_bytes")
+    limited = llama_rates(load(os.path.join(res, "llama_stream.json")), best=True)
+    if limit:
+        for kind, key, label in (("pp", "best_prefill_tokens_per_second", "prefill"),
+                                 ("tg", "best_decode_tokens_per_second", "decode")):
+            ours = cherenkov(res, "stream", key)
+            theirs = limited.get(("Q4_0 --repack 0", kind), [])
+            rows.append((f"experts on disk, {limit / 2**30:.2f} GiB memory limit, {label}", span(ours),
+                         f"{span(theirs)} (Q4_0 mapped, -ot exps=CPU)", ratio(ours, theirs)))
+    elif os.path.exists(os.path.join(res, "stream_skipped.txt")):
+        with open(os.path.join(res, "stream_skipped.txt")) as f:
+            rows.append(("experts on disk, memory-limited", "not run", "not run",
+                         f"no memory limit here: {f.read().strip()}"))
 
     print(f"### {layers} layers\n")
     print("| regime | Cherenkov tok/s | llama.cpp tok/s | ratio |")
