@@ -82,6 +82,39 @@ def decode_bytes_per_token(store_dir):
     return dense + routed
 
 
+def prefill_read(stream, disk):
+    """(bytes of experts a streamed prefill read, its chunks, the table's bytes) or None."""
+    run = stream["runs"][0]
+    per_token, chunks = run.get("prefill_expert_bytes_per_token"), run.get("prefill_chunks")
+    table = disk.get("experts_bin_bytes")
+    if not per_token or not chunks or not table:
+        return None
+    return per_token * stream.get("prompt_tokens", 0), chunks, table
+
+
+def prefill_streaming(stream, disk):
+    """A streamed prefill's rate, with how many times each chunk read the expert table."""
+    rate = f"{stream['best_prefill_tokens_per_second']:,.1f}"
+    read = prefill_read(stream, disk)
+    if not read:
+        return rate
+    total, chunks, table = read
+    return (f"{rate} ({chunks} chunk(s) of {stream.get('prefill_chunk_tokens', '?')}, "
+            f"each reading {total / chunks / table:.2f}x the {table / 1e9:.2f} GB table)")
+
+
+def prefill_disk_bound(stream, disk):
+    """The rate the disk allows for what the prefill read, at the O_DIRECT random-record rate."""
+    read = prefill_read(stream, disk)
+    rate = disk.get("random_record_mb_per_s")
+    if not read or not rate or not stream.get("prompt_tokens"):
+        return "-"
+    seconds = read[0] / (rate * 1e6)
+    return (f"disk bound for those reads: {stream['prompt_tokens'] / seconds:,.1f} tok/s at "
+            f"{rate / 1e3:.2f} GB/s (one table read for the whole prompt: "
+            f"{stream['prompt_tokens'] / (read[2] / (rate * 1e6)):,.1f})")
+
+
 def load_averages(res):
     """{regime: 'before -> after' 1-minute load averages} from load.txt (the last entry wins)."""
     loads = {}
@@ -212,7 +245,8 @@ def main():
         rows.append(("disk streaming, 25% pool, decode", f"{rate:,.1f} ({mb:.0f} MB/token = {rate * mb / 1e3:.2f} GB/s)",
                      "(not run)", f"disk: {disk.get('sequential_mb_per_s', 0) / 1e3:.2f} GB/s sequential, "
                      f"{disk.get('random_record_mb_per_s', 0) / 1e3:.2f} GB/s random records"))
-        rows.append(("disk streaming, 25% pool, prefill", f"{stream['best_prefill_tokens_per_second']:,.1f}", "(not run)", "-"))
+        rows.append(("disk streaming, 25% pool, prefill", prefill_streaming(stream, disk), "(not run)",
+                     prefill_disk_bound(stream, disk)))
     # Both engines with the experts on disk under one memory limit (llama.cpp from mmap).
     limit = (load(os.path.join(res, "stream_limit.json")) or {}).get("limit_bytes")
     limited = llama_rates(load(os.path.join(res, "llama_stream.json")), best=True)

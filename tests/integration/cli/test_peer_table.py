@@ -57,8 +57,12 @@ def gpu_results(tmp_path):
     write(res, "cherenkov_resident_q512.json", ours(22000.0, 1550.0))
     write(res, "cherenkov_host25.json", ours(2100.0, 420.0))
     write(res, "cherenkov_host50.json", ours(2300.0, 560.0))
-    write(res, "cherenkov_disk25.json", ours(90.0, 21.5, decode_expert_bytes_per_token=88e6))
-    write(res, "disk.json", {"sequential_mb_per_s": 1300.0, "random_record_mb_per_s": 1500.0})
+    disk25 = ours(90.0, 21.5, decode_expert_bytes_per_token=88e6, prefill_chunks=2,
+                  prefill_expert_bytes_per_token=20e6)
+    disk25.update(prompt_tokens=512, prefill_chunk_tokens=256)
+    write(res, "cherenkov_disk25.json", disk25)
+    write(res, "disk.json", {"sequential_mb_per_s": 1300.0, "random_record_mb_per_s": 1500.0,
+                             "experts_bin_bytes": 5.12e9})
     return out, res
 
 
@@ -71,6 +75,11 @@ def test_gpu_table_gives_each_regime_best_against_best(tmp_path):
     assert table["experts in host RAM, 25% on GPU, decode"][2] == f"{420 / 300:.2f}x"
     assert table["experts in host RAM, 50% on GPU, prefill"][2] == f"{2300 / 1400:.2f}x"
     assert table["disk streaming, 25% pool, decode"][0].startswith("21.5 (88 MB/token = 1.89 GB/s)")
+    # 512 tokens · 20 MB = 10.24 GB in 2 chunks of a 5.12 GB table: each chunk read it once;
+    # at 1.5 GB/s those reads allow 75 tok/s, one read for the prompt 150.
+    prefill = table["disk streaming, 25% pool, prefill"]
+    assert prefill[0] == "90.0 (2 chunk(s) of 256, each reading 1.00x the 5.12 GB table)"
+    assert prefill[2] == "disk bound for those reads: 75.0 tok/s at 1.50 GB/s (one table read for the whole prompt: 150.0)"
     assert not any(k.startswith("experts on disk") for k in table)  # no limit, no reason: not run
 
 
