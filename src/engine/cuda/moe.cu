@@ -8,9 +8,9 @@
 // the token-tiled expert_gemm launches, computing experts one at a time only for shapes those
 // kernels do not take. A call on a layer the pool holds whole skips the read-back
 // (moe_forward_on_device): a decode call's routing becomes an address table on the device, a
-// prefill call's is grouped by expert into the GEMMs' token tiles there (expert_grouping.h). Kernels wait for the
-// previous kernel before touching memory and are launched with launch_dependent
-// (dependent_launch.cuh).
+// prefill call's is grouped by expert into the GEMMs' token tiles there (expert_grouping.h).
+// Kernels wait for the previous kernel before touching memory and are launched with
+// launch_dependent (dependent_launch.cuh).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -891,6 +891,18 @@ void moe_route(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, co
                                          stream));
 }
 
+namespace {
+
+// The routed experts' shape at the device pool's precision (the layers routed on the device hold
+// every expert at it).
+ExpertShape pool_expert_shape(const DeviceContext& ctx) {
+    const store::ExpertLayout& layout = ctx.expert_pool->layout();
+    return ExpertShape{ctx.config->hidden_size, ctx.config->moe_intermediate_size, layout.bits,
+                       layout.group_size};
+}
+
+}  // namespace
+
 const ExpertAddress* moe_on_device(const DeviceMoeWeights& weights, int64_t n_rows,
                                    const DeviceContext& ctx) {
     // Traces read the routing back.
@@ -904,10 +916,8 @@ const ExpertAddress* moe_on_device(const DeviceMoeWeights& weights, int64_t n_ro
         if (n_rows > router_rows_per_block(c)) return nullptr;
     } else {
         // Prefill: the grouping kernel and the token-tiled GEMMs must take the layer.
-        const store::ExpertLayout& layout = ctx.expert_pool->layout();
-        const ExpertShape shape{c.hidden_size, c.moe_intermediate_size, layout.bits,
-                                layout.group_size};
-        if (c.num_experts > kMaxGroupedExperts || !expert_gemm_takes(shape)) return nullptr;
+        if (c.num_experts > kMaxGroupedExperts || !expert_gemm_takes(pool_expert_shape(ctx)))
+            return nullptr;
     }
     return ctx.expert_pool->layer_addresses(weights.table_layer);
 }
@@ -927,8 +937,7 @@ void prefill_on_device(const DeviceMoeWeights& weights, const ExpertAddress* add
     const int64_t top = c.num_experts_per_tok;
     const int64_t tk = n_rows * top;
     const auto n_tk = static_cast<size_t>(tk);
-    const store::ExpertLayout& layout = ctx.expert_pool->layout();
-    const ExpertShape shape{h, c.moe_intermediate_size, layout.bits, layout.group_size};
+    const ExpertShape shape = pool_expert_shape(ctx);
 
     DeviceScratch<float> shared(static_cast<size_t>(n_rows * h), stream);
     DeviceScratch<float> shared_gate(static_cast<size_t>(n_rows), stream);
@@ -985,8 +994,7 @@ void moe_forward_on_device(const DeviceMoeWeights& weights, const ExpertAddress*
     const int64_t tk = n_rows * top;
     const auto n_tk = static_cast<size_t>(tk);
     const DeviceExpertPool& pool = *ctx.expert_pool;
-    const store::ExpertLayout& layout = pool.layout();
-    const ExpertShape shape{h, c.moe_intermediate_size, layout.bits, layout.group_size};
+    const ExpertShape shape = pool_expert_shape(ctx);
     // The shared expert rides in the routed launches as table entry 0 when it has their shape.
     const ExpertShape& s = weights.shared_shape;
     const bool shared_inside = weights.shared_expert != nullptr && s.hidden == shape.hidden &&
