@@ -26,6 +26,7 @@
 // launch_dependent (dependent_launch.cuh).
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
 #include <type_traits>
 
@@ -61,6 +62,10 @@ constexpr int kDepth = 2;
 // Dense: one matrix, tiles of kDenseTokenBlocks·8 consecutive tokens (affine_gemm_tensor_cores).
 enum class Mode { GateUp, Down, Dense };
 
+// Output rows of one row block of the grid.
+template <Mode M>
+constexpr int kBlockRows = kWarps * (M == Mode::GateUp ? kTileRows : kTiles * kTileRows);
+
 // x as the GEMM reads it (stage_x_kernel writes it): per staged row, for every k16 step, the B
 // fragment entries of the four lane quarters c, hi then lo (8 uint2: 64 bytes), and Σx of every
 // group. Staged row r of x: GateUp mix row r; Down position r of the slot list (the row
@@ -85,6 +90,10 @@ struct Params {
     float* y;           // row i: GateUp h [T·k, intermediate]; Down parts [T·k, hidden]
     int y_stride;
     const int32_t* tile_count;  // null, or tiles in use (device): blocks past it return
+    // Dense with a column split (dense_column_splits): block z sums groups [z·split_groups,
+    // (z + 1)·split_groups) into y + z·split_stride; 0: no split.
+    int split_groups;
+    size_t split_stride;
 };
 
 template <int Bits, int G>
@@ -292,31 +301,44 @@ __global__ void __launch_bounds__(kThreads, TB == 2 ? 3 : 2) expert_gemm_kernel(
         }
     }
 
+    // The block's groups: all of them, or its split's (whole chunks, so stage d still holds the
+    // groups ≡ d mod kDepth).
+    int first_group = 0;
+    int last_group = p.n_groups;  // one past
+    float* y_base = p.y;
+    if constexpr (M == Mode::Dense) {
+        if (p.split_groups > 0) {
+            first_group = static_cast<int>(blockIdx.z) * p.split_groups;
+            last_group = min(first_group + p.split_groups, p.n_groups);
+            y_base += blockIdx.z * p.split_stride;
+        }
+    }
+
     // Weight loads first: their latency covers the first chunk's staging.
     GroupStage<Bits, G, kTiles> stage[kDepth];
     if (active) {
 #pragma unroll
-        for (int d = 0; d < kDepth; ++d) load_stage(stage[d], rp, d, p.n_groups);
+        for (int d = 0; d < kDepth; ++d) load_stage(stage[d], rp, first_group + d, last_group);
     }
     __syncthreads();  // x_rows
     const int n_tokens = n_token_blocks * 8;
     const int n_steps = p.n_groups * S::kStepsPerGroup;
-    load_chunk<Bits, G, TB>(chunk[0], p.x, n_steps, p.n_groups, x_rows, n_tokens, 0,
-                            min(S::kChunkGroups, p.n_groups));
+    load_chunk<Bits, G, TB>(chunk[0], p.x, n_steps, p.n_groups, x_rows, n_tokens, first_group,
+                            min(S::kChunkGroups, last_group - first_group));
     commit_copies();
     wait_copies<0>();
     __syncthreads();
 
     float total[kTiles][TB][4] = {};
-    const int n_chunks = (p.n_groups + S::kChunkGroups - 1) / S::kChunkGroups;
+    const int n_chunks = (last_group - first_group + S::kChunkGroups - 1) / S::kChunkGroups;
     for (int ch = 0; ch < n_chunks; ++ch) {
-        const int group0 = ch * S::kChunkGroups;
-        const int group_end = min(group0 + S::kChunkGroups, p.n_groups);
+        const int group0 = first_group + ch * S::kChunkGroups;
+        const int group_end = min(group0 + S::kChunkGroups, last_group);
         // The other buffer was last read in chunk ch − 1, which every warp finished before the
         // barrier at the end of that iteration.
         if (ch + 1 < n_chunks) {
             load_chunk<Bits, G, TB>(chunk[(ch + 1) & 1], p.x, n_steps, p.n_groups, x_rows, n_tokens,
-                                    group_end, min(S::kChunkGroups, p.n_groups - group_end));
+                                    group_end, min(S::kChunkGroups, last_group - group_end));
         }
         commit_copies();
         const SharedChunk<TB>& sc = chunk[ch & 1];
@@ -331,7 +353,7 @@ __global__ void __launch_bounds__(kThreads, TB == 2 ? 3 : 2) expert_gemm_kernel(
                 uint32_t words[kTiles][2][S::kChunkWords];
                 float scale[kTiles][2], bias[kTiles][2];
                 unpack_stage(st, words, scale, bias);
-                load_stage(st, rp, group + kDepth, p.n_groups);
+                load_stage(st, rp, group + kDepth, last_group);
 
                 // A fresh accumulator per group: Σ q·(x_hi + x_lo) over the group's columns.
                 float acc[kTiles][TB][4] = {};
@@ -394,7 +416,7 @@ __global__ void __launch_bounds__(kThreads, TB == 2 ? 3 : 2) expert_gemm_kernel(
         for (int j = 0; j < 2; ++j) {
             const int token = nb * 8 + 2 * c + j;
             if (token >= tile.count) continue;
-            float* y = p.y + static_cast<size_t>(out_rows[token]) * p.y_stride;
+            float* y = y_base + static_cast<size_t>(out_rows[token]) * p.y_stride;
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 if constexpr (M == Mode::GateUp) {
@@ -416,6 +438,42 @@ __global__ void __launch_bounds__(kThreads, TB == 2 ? 3 : 2) expert_gemm_kernel(
 #endif
 }
 
+// y[t·y_stride + r] = Σ_z partial[z·split_stride + t·rows + r] for z < n_splits, in increasing z
+// (the column splits of a dense matrix, dense_column_splits). grid: ceil(n_tokens·rows / threads).
+__global__ void sum_splits_kernel(const float* partial, int n_splits, size_t split_stride,
+                                  int rows, int64_t n, float* y, size_t y_stride) {
+    wait_for_previous_kernel();
+    allow_next_kernel();
+    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const int64_t t = i / rows;
+    float sum = partial[i];
+    for (int z = 1; z < n_splits; ++z) sum += partial[static_cast<size_t>(z) * split_stride + i];
+    y[static_cast<size_t>(t) * y_stride + static_cast<size_t>(i - t * rows)] = sum;
+}
+
+// Column splits of a dense matrix whose rows alone give the grid fewer than 8 row blocks (the
+// hyper-connection projections: 4 to a few hundred rows of 10,240 columns), so that a prefill
+// chunk's 16-odd token tiles still fill the GPU: at 512 tokens such a matrix ran as 16 blocks
+// of a 132-multiprocessor card. Whole chunks per split. A function of the shape only, never of
+// the token count, so each output's order of summation stays fixed by the shape.
+struct ColumnSplits {
+    int splits = 1;
+    int split_groups = 0;  // 0: no split
+};
+
+ColumnSplits dense_column_splits(int rows, int n_groups, int group_size) {
+    constexpr int kMinRowBlocks = 8;
+    const int row_blocks = (rows + kBlockRows<Mode::Dense> - 1) / kBlockRows<Mode::Dense>;
+    const int chunk_groups = kChunkCols / group_size;
+    const int chunks = (n_groups + chunk_groups - 1) / chunk_groups;
+    const int wanted = std::min((kMinRowBlocks + row_blocks - 1) / row_blocks, chunks);
+    if (row_blocks >= kMinRowBlocks || wanted < 2) return {};
+    const int chunks_per_split = (chunks + wanted - 1) / wanted;
+    const int split_groups = chunks_per_split * chunk_groups;
+    return {(n_groups + split_groups - 1) / split_groups, split_groups};
+}
+
 // x staged for one launch (StagedX): `rows` staged rows of `cols` columns.
 class StagedXBuffer {
 public:
@@ -432,13 +490,14 @@ private:
     DeviceScratch<float> sums_;
 };
 
-// Stages x (stage_x_kernel over `stage_blocks` rows or tiles), then launches the GEMM.
+// Stages x (stage_x_kernel over `stage_blocks` rows or tiles), then launches the GEMM over
+// `splits` column splits (Dense only; p.split_groups set).
 template <Mode M, int TB = kTokenBlocks>
 void launch(int bits, int group_size, int n_tiles, const StageParams& stage, int stage_blocks,
-            Params p, cudaStream_t stream) {
-    constexpr int kSetRows = M == Mode::GateUp ? kTileRows : kTiles * kTileRows;
-    const int row_blocks = (p.rows + kWarps * kSetRows - 1) / (kWarps * kSetRows);
-    const dim3 grid(static_cast<unsigned>(n_tiles), static_cast<unsigned>(row_blocks));
+            Params p, cudaStream_t stream, int splits = 1) {
+    const int row_blocks = (p.rows + kBlockRows<M> - 1) / kBlockRows<M>;
+    const dim3 grid(static_cast<unsigned>(n_tiles), static_cast<unsigned>(row_blocks),
+                    static_cast<unsigned>(splits));
     p.x = StagedX{stage.fragments, stage.sums};
     // Runtime (bits, group) → template arguments, once per launch.
     auto with = [&](auto bits_c, auto group_c) {
@@ -583,9 +642,27 @@ void affine_gemm_tensor_cores(const DeviceAffineMatrix& w, const float* x, size_
     const StagedXBuffer staged(n_rows, w.cols, w.group_size, cuda_stream);
     constexpr int kDenseTile = kDenseTokenBlocks * 8;
     const auto n_tiles = static_cast<int>((n_rows + kDenseTile - 1) / kDenseTile);
-    launch<Mode::Dense, kDenseTokenBlocks>(w.bits, w.group_size, n_tiles,
-                                           staged.params(x, static_cast<int>(x_stride), p.n_groups),
-                                           static_cast<int>(n_rows), p, cuda_stream);
+    const StageParams stage = staged.params(x, static_cast<int>(x_stride), p.n_groups);
+    const ColumnSplits split = dense_column_splits(p.rows, p.n_groups, w.group_size);
+    if (split.splits == 1) {
+        launch<Mode::Dense, kDenseTokenBlocks>(w.bits, w.group_size, n_tiles, stage,
+                                               static_cast<int>(n_rows), p, cuda_stream);
+        return;
+    }
+    // Each split's sums into its own [n_rows, rows] partial, then one pass adds them.
+    const int64_t n_out = n_rows * w.rows;
+    DeviceScratch<float> partial(static_cast<size_t>(split.splits * n_out), cuda_stream);
+    p.y = partial.data();
+    p.y_stride = p.rows;
+    p.split_groups = split.split_groups;
+    p.split_stride = static_cast<size_t>(n_out);
+    launch<Mode::Dense, kDenseTokenBlocks>(w.bits, w.group_size, n_tiles, stage,
+                                           static_cast<int>(n_rows), p, cuda_stream, split.splits);
+    constexpr int kSumThreads = 256;
+    launch_dependent(sum_splits_kernel,
+                     dim3(static_cast<unsigned>((n_out + kSumThreads - 1) / kSumThreads)),
+                     dim3(kSumThreads), 0, cuda_stream, partial.data(), split.splits,
+                     static_cast<size_t>(n_out), p.rows, n_out, y, y_stride);
 }
 
 }  // namespace cherenkov::engine::cuda

@@ -62,7 +62,10 @@ void expert_gemm_down(const ExpertGemmTiles& tiles, const float* h, float* parts
 
 // The same kernel for a dense matrix in prefill: y[t·y_stride + r] = Σ_c W[r][c]·x[t·x_stride + c]
 // for t < n_rows, tokens in tiles of 32, each output summed in one order fixed by
-// the shape (bitwise reproducible, independent of n_rows and of which tokens share a tile).
+// the shape (bitwise reproducible, independent of n_rows and of which tokens share a tile). A
+// matrix of few rows (under 8 row blocks of 128) has its columns cut into up to 8 splits of whole
+// 256-column chunks, summed apart and then added in split order, so that its few blocks per
+// token tile still fill the GPU.
 // affine_gemm() takes it when affine_gemm_tensor_cores_take() says so: a shape the tensor-core
 // kernels decode, x 16-byte aligned with x_stride a multiple of 4, sm_80 or newer, and
 // --tuning gemm_mma not off (which keeps the SIMT kernel, for A/B runs).

@@ -416,6 +416,51 @@ TEST_F(CudaExpertGemm, DenseFormMatchesCpuAndDoesNotDependOnTheTokenCount) {
         Error);  // y_stride < rows
 }
 
+// Matrices of few rows and many columns (the hyper-connection projections: 4 and a few hundred
+// rows of hc·hidden columns) are summed in column splits: against the CPU, and the same bits for
+// a token whatever the token count (the split depends on the shape only). A wide matrix (no
+// split) alongside.
+TEST_F(CudaExpertGemm, NarrowDenseMatricesMatchCpuInColumnSplits) {
+    struct Shape {
+        int64_t rows, cols;
+        int group;
+    };
+    ThreadPool pool(0);
+    for (const Shape shape : {Shape{4, 10240, 64}, Shape{260, 10240, 128}, Shape{24, 2560, 64},
+                              Shape{1030, 640, 64}}) {
+        const auto m = affine_test::make_matrix(shape.rows, shape.cols, 4, shape.group, 31);
+        const DeviceAffineMatrix w = m.device();
+        constexpr int64_t kTokens = 45;
+        const auto cols = static_cast<size_t>(shape.cols);
+        const auto rows = static_cast<size_t>(shape.rows);
+        const std::vector<float> x = affine_test::random_vector(size_t{kTokens} * cols, 37);
+        std::vector<float> expected(size_t{kTokens} * rows);
+        matmul(m.host(), x.data(), cols, kTokens, expected.data(), rows, &pool);
+        const std::vector<double> scale = affine_test::magnitudes(m, x, cols, kTokens, &pool);
+        DeviceBuffer d_x(x.size() * 4), d_y(expected.size() * 4);
+        d_x.upload(x.data(), x.size() * 4);
+        ASSERT_TRUE(affine_gemm_tensor_cores_take(w, d_x.as<float>(), cols));
+        std::vector<float> all(expected.size());
+        for (const int64_t n : {kTokens, int64_t{5}, int64_t{33}}) {
+            d_y.fill(0xFF);
+            affine_gemm_tensor_cores(w, d_x.as<float>(), cols, n, d_y.as<float>(), rows, nullptr);
+            std::vector<float> got(static_cast<size_t>(n) * rows);
+            d_y.download(got.data(), got.size() * 4);
+            if (n == kTokens) {
+                all = got;
+                for (size_t i = 0; i < all.size(); ++i) {
+                    ASSERT_LE(std::fabs(all[i] - expected[i]),
+                              affine_test::kTolerance * scale[i] + 1e-6)
+                        << shape.rows << "x" << shape.cols << " at " << i;
+                }
+            } else {
+                EXPECT_EQ(std::memcmp(got.data(), all.data(), got.size() * 4), 0)
+                    << shape.rows << "x" << shape.cols << " n_rows=" << n;
+            }
+        }
+    }
+}
+
 TEST(CudaExpertGemmUnavailable, CallsSayBuiltWithoutCuda) {
     if (query_devices().built_with_cuda) GTEST_SKIP() << "built with CUDA";
     EXPECT_FALSE(expert_gemm_takes(ExpertShape{2560, 640, 4, 64}));
