@@ -167,6 +167,13 @@ int run_bench(const BenchOptions& options) {
                     static_cast<unsigned long long>(observed.gpu_timing.windows), *stage,
                     1.0 - *stage);
     }
+    const engine::GpuTiming& prefill = observed.prefill_gpu_timing;
+    if (const std::optional<double> stage = prefill.stage_fraction) {
+        std::printf(
+            "GPU stage coverage of %llu prefill calls: %.3f of %.3f s (handoff gaps %.3f)\n",
+            static_cast<unsigned long long>(prefill.windows), *stage, prefill.timeline_seconds,
+            1.0 - *stage);
+    }
     return 0;
 }
 

@@ -503,6 +503,7 @@ public:
     int64_t max_rows_per_call() const override { return prefill_rows_; }
     BackendStats backend_stats() const override;
     GpuStageTotals gpu_stage_totals() const override;
+    GpuStageTotals prefill_gpu_stage_totals() const override;
 
 private:
     friend class CudaPass;
@@ -621,6 +622,7 @@ private:
     DecodePhases decode_phases_;
     // GPU stage coverage of decode and MTP calls; mutable: reading it folds in finished windows.
     mutable std::unique_ptr<GpuStageTimer> stage_timer_;  // made once stream_ exists
+    mutable std::unique_ptr<GpuStageTimer> prefill_stage_timer_;  // prefill calls' windows
     uint64_t device_routed_calls_ = 0;                    // MoE layer calls routed on the device
 };
 
@@ -736,11 +738,13 @@ private:
         }
         throw_internal("unknown mixer");
     }
-    // A decode call (no trace) is one GPU timing window, from its inputs' upload to its head.
+    // A call (no trace) is one GPU timing window of its kind's timer: a decode call's from its
+    // inputs' upload to its head, a prefill call's from before its n-gram rows are gathered (a
+    // handoff gap: the host works, the device waits) to its head.
     void end_window() {
-        if (!window_open_) return;
-        ops_.stage_timer_->end_window();
-        window_open_ = false;
+        if (window_ == nullptr) return;
+        window_->end_window();
+        window_ = nullptr;
     }
 
     CudaBackendOps& ops_;
@@ -754,7 +758,7 @@ private:
     DeviceSequence& dev_;
     const PassSpec& spec_;
     std::vector<std::unique_ptr<DeviceScratch<float>>> ple_rows_;  // per trunk layer
-    bool window_open_ = false;
+    GpuStageTimer* window_ = nullptr;  // the open window's timer
     std::optional<StepInputs> inputs_;
     std::optional<CudaBackendOps::HeadBuffers> head_out_;
     DeviceContext ctx_;
@@ -779,6 +783,12 @@ CudaPass::CudaPass(CudaBackendOps& ops, SequenceState& state, const PassSpec& sp
       dev_(device_state(state)),
       spec_(spec) {
     const int64_t n_rows = rows();
+    const bool prefill_window = n_rows > kMaxGemvRows && spec.trace == nullptr;
+    if (prefill_window) {
+        window_ = ops.prefill_stage_timer_.get();
+        window_->begin_window();
+        window_->pause();
+    }
     if (trunk()) {
         // N-gram rows gathered on the host, dequantized, and copied for the PLE layers.
         for (size_t l = 0; l < ops.weights_.layers.size(); ++l) {
@@ -803,9 +813,11 @@ CudaPass::CudaPass(CudaBackendOps& ops, SequenceState& state, const PassSpec& sp
                                                  cudaMemcpyHostToDevice, stream_));
         }
     }
-    if (n_rows <= kMaxGemvRows && spec.trace == nullptr) {
-        ops.stage_timer_->begin_window();
-        window_open_ = true;
+    if (prefill_window) {
+        window_->resume();
+    } else if (spec.trace == nullptr) {
+        window_ = ops.stage_timer_.get();
+        window_->begin_window();
     }
     // The call's variable inputs in one upload: the position (QSA kernels read it on the device)
     // and the token ids.
@@ -816,7 +828,7 @@ CudaPass::CudaPass(CudaBackendOps& ops, SequenceState& state, const PassSpec& sp
     ctx_.position = inputs_->position();
     ctx_.routing_trace = spec.routing_trace;
     ctx_.trace_step = spec.trace_step;
-    if (window_open_) ctx_.stages = ops.stage_timer_.get();
+    ctx_.stages = window_;
 }
 
 void CudaPass::residual_input(float* h) {
@@ -1036,6 +1048,7 @@ CudaBackendOps::CudaBackendOps(const ModelWeights& weights, ExpertSource& expert
     device_total_bytes_ = prop.totalGlobalMem;
     CHERENKOV_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     stage_timer_ = std::make_unique<GpuStageTimer>(stream_);
+    prefill_stage_timer_ = std::make_unique<GpuStageTimer>(stream_);
     // Layer temporaries come from the stream-ordered pool (DeviceScratch); keep what it has
     // reserved instead of returning it to the driver at every synchronization.
     cudaMemPool_t mem_pool = nullptr;
@@ -1314,6 +1327,10 @@ void CudaBackendOps::run_step_graph(StepKey key, std::span<const DeviceLayerWeig
 
 GpuStageTotals CudaBackendOps::gpu_stage_totals() const {
     return stage_timer_->totals();
+}
+
+GpuStageTotals CudaBackendOps::prefill_gpu_stage_totals() const {
+    return prefill_stage_timer_->totals();
 }
 
 BackendStats CudaBackendOps::backend_stats() const {

@@ -159,6 +159,7 @@ public:
     virtual int64_t max_rows_per_call() const { return std::numeric_limits<int64_t>::max(); }
     virtual BackendStats backend_stats() const { return {}; }
     virtual GpuStageTotals gpu_stage_totals() const { return {}; }
+    virtual GpuStageTotals prefill_gpu_stage_totals() const { return {}; }
 };
 
 }  // namespace cherenkov::engine

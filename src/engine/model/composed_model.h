@@ -44,6 +44,9 @@ public:
     int64_t max_rows_per_call() const override { return ops_->max_rows_per_call(); }
     BackendStats backend_stats() const override { return ops_->backend_stats(); }
     GpuStageTotals gpu_stage_totals() const override { return ops_->gpu_stage_totals(); }
+    GpuStageTotals prefill_gpu_stage_totals() const override {
+        return ops_->prefill_gpu_stage_totals();
+    }
 
 private:
     // One call: begin_pass, `body`, after_pass.

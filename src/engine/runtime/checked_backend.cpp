@@ -251,6 +251,9 @@ public:
     int64_t max_rows_per_call() const override { return primary_.max_rows_per_call(); }
 
     GpuStageTotals gpu_stage_totals() const override { return primary_.gpu_stage_totals(); }
+    GpuStageTotals prefill_gpu_stage_totals() const override {
+        return primary_.prefill_gpu_stage_totals();
+    }
 
     BackendStats backend_stats() const override {
         BackendStats stats = primary_.backend_stats();

@@ -78,6 +78,14 @@ nlohmann::json phases_json(const EngineStats& stats) {
     out["gpu_handoff_gap_fraction"] = optional_number(gpu.handoff_gap_fraction);
     out["gpu_timeline_seconds"] = gpu.timeline_seconds;
     out["gpu_stage_seconds"] = gpu.stage_seconds;
+    const GpuTiming& prefill = stats.prefill_gpu_timing;
+    out["prefill_gpu"] = {{"status", prefill.status},
+                          {"windows", prefill.windows},
+                          {"invalid_windows", prefill.invalid_windows},
+                          {"stage_fraction", optional_number(prefill.stage_fraction)},
+                          {"handoff_gap_fraction", optional_number(prefill.handoff_gap_fraction)},
+                          {"timeline_seconds", prefill.timeline_seconds},
+                          {"stage_seconds", prefill.stage_seconds}};
     return out;
 }
 

@@ -59,7 +59,8 @@ struct EngineStats {
     uint64_t experts_read_bytes = 0;     // completed expert-read bytes, every source kind
     std::optional<ExpertStats> experts;  // counters of the expert cache, when there is one
     PrefillTotals prefill;
-    GpuTiming gpu_timing;
+    GpuTiming gpu_timing;          // decode and MTP calls
+    GpuTiming prefill_gpu_timing;  // prefill calls
     // The backend's own figures: the CUDA model's device memory, pool and decode phases (none on
     // the cpu).
     BackendStats backend_stats;
@@ -69,7 +70,8 @@ struct EngineStats {
 nlohmann::json memory_json(const EngineStats& stats);
 // The prefill object: chunks, tokens, min/max_chunk_tokens, seconds.
 nlohmann::json prefill_json(const PrefillTotals& prefill);
-// {"decode": the host decode phases (CUDA), "gpu_timing": {...}, "gpu_stage_fraction", ...}.
+// {"decode": the host decode phases (CUDA), "gpu_timing": {...}, "gpu_stage_fraction", ...,
+// "prefill_gpu": the same coverage figures of the prefill calls}.
 nlohmann::json phases_json(const EngineStats& stats);
 // The engine part of stats_summary: observation time, uptime, totals, rates since load,
 // prefill, phases and memory. Integers stay integers.

@@ -307,8 +307,10 @@ EngineStats LoadedModel::observe(const SequenceState* state) const {
     if (cuda_model_) {
         stats.backend_stats = cuda_model_->backend_stats();
         stats.gpu_timing = gpu_timing_of(cuda_model_->gpu_stage_totals());
+        stats.prefill_gpu_timing = gpu_timing_of(cuda_model_->prefill_gpu_stage_totals());
     } else {
         stats.gpu_timing.status = "not applicable: the " + backend_name_ + " backend has no GPU";
+        stats.prefill_gpu_timing.status = stats.gpu_timing.status;
     }
     return stats;
 }

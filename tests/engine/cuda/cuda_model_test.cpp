@@ -436,8 +436,9 @@ TEST(CudaModel, PrefillOnLayersHeldWholeIsRoutedOnTheDeviceWithTheHostPathsBits)
 }
 
 // Decode and MTP calls are timed on the GPU (seed "Phase timing"): one window per call of at most
-// a decode step's rows, none for a prefill call. A step routed wholly on the device is one stage
-// (its timeline all covered); layers routed on the host leave handoff gaps (routing read-backs).
+// a decode step's rows, none for a prefill call, whose windows go to their own totals. A step
+// routed wholly on the device is one stage (its timeline all covered); layers routed on the host
+// leave handoff gaps (routing read-backs).
 TEST(CudaModel, DecodeCallsAreTimedOnTheGpuWithHandoffGapsOnlyOnTheHostPath) {
     if (!have_device()) GTEST_SKIP() << "no CUDA device";
     ReferenceFile reference("tiny_a/reference/logits.safetensors");
@@ -474,6 +475,16 @@ TEST(CudaModel, DecodeCallsAreTimedOnTheGpuWithHandoffGapsOnlyOnTheHostPath) {
     generate(*small.gpu, prompt, 2);
     EXPECT_GT(small.gpu->gpu_stage_totals().windows, host.windows + 2);
     EXPECT_EQ(small.gpu->gpu_stage_totals().invalid_windows, 0U);
+    // Prefill calls are timed apart, one window each, with the host's gather of the n-gram rows
+    // before the first kernel as a handoff gap.
+    for (auto* f : {&full, &small}) {
+        const engine::GpuStageTotals prefill = f->gpu->prefill_gpu_stage_totals();
+        EXPECT_TRUE(prefill.available) << prefill.error;
+        EXPECT_EQ(prefill.windows, f == &full ? 1U : 2U);
+        EXPECT_EQ(prefill.invalid_windows, 0U);
+        EXPECT_GT(prefill.stage_seconds, 0.0);
+        EXPECT_LT(prefill.stage_seconds, prefill.timeline_seconds);
+    }
 }
 
 // Decode segments replayed as CUDA graphs, and independent projections on side streams, give

@@ -65,6 +65,7 @@ TEST(EngineStats, GenerationPrefillAndExpertCountersShareOneObservation) {
     EXPECT_GT(stats.observed_at, 1.6e9);
     EXPECT_GE(stats.uptime_seconds, 0.0);
     EXPECT_EQ(stats.gpu_timing.status.rfind("not applicable", 0), 0U);
+    EXPECT_EQ(stats.prefill_gpu_timing.status, stats.gpu_timing.status);
 
     // memory_stats is this observation's memory object, with the keys bench reports read.
     const nlohmann::json memory = loaded->memory_stats(nullptr);
@@ -82,6 +83,11 @@ TEST(EngineStats, GenerationPrefillAndExpertCountersShareOneObservation) {
     EXPECT_EQ(summary["prefill"]["chunks"].get<uint64_t>(), stats.prefill.chunks);
     EXPECT_TRUE(summary["phases"]["gpu_stage_fraction"].is_null());
     EXPECT_FALSE(summary["phases"]["gpu_timestamps_available"].get<bool>());
+    // The prefill calls' coverage beside the decode calls'.
+    const nlohmann::json& prefill = summary["phases"]["prefill_gpu"];
+    EXPECT_EQ(prefill["status"].get<std::string>(), stats.gpu_timing.status);
+    EXPECT_EQ(prefill["windows"].get<uint64_t>(), 0U);
+    EXPECT_TRUE(prefill["stage_fraction"].is_null());
 }
 
 TEST(EngineStats, WithoutACacheThereAreNoExpertCounters) {
