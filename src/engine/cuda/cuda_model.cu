@@ -26,6 +26,7 @@
 #include "engine/cuda/device_layers.cuh"
 #include "engine/cuda/device_math.cuh"
 #include "engine/cuda/device_weights.h"
+#include "engine/cuda/host_staging.cuh"
 #include "engine/cuda/kernel_policy.h"
 #include "engine/cuda/token_select.h"
 #include "engine/experts/expert_source.h"
@@ -623,6 +624,7 @@ private:
     // GPU stage coverage of decode and MTP calls; mutable: reading it folds in finished windows.
     mutable std::unique_ptr<GpuStageTimer> stage_timer_;  // made once stream_ exists
     mutable std::unique_ptr<GpuStageTimer> prefill_stage_timer_;  // prefill calls' windows
+    HostStaging ple_staging_;  // a call's n-gram rows on their way to the device
     uint64_t device_routed_calls_ = 0;                    // MoE layer calls routed on the device
 };
 
@@ -674,7 +676,7 @@ public:
 
     void begin_layer(LayerRef layer, std::string trace_prefix) override;
     void end_layer() override;
-    void ple(float* x) override { ple_forward(*w_->ple, s_->ple, ple_rows(), x, rows(), ctx_); }
+    void ple(float* x) override;
     void mix(Mixer which, const float* x, int64_t n_rows, float* mix, float* inject) override {
         hyper_connection_mix(mixer(which), x, n_rows, ctx_, mix, inject);
     }
@@ -726,6 +728,8 @@ private:
     int64_t rows() const { return spec_.n_rows(); }
     bool trunk() const { return spec_.mtp_layer < 0; }
     const float* ple_rows() const { return layer_.mtp ? nullptr : ple_rows_[layer_.index]->data(); }
+    // Gathers trunk layer `layer`'s n-gram rows into the staging and queues their copy.
+    void upload_ple_rows(size_t layer);
     const DeviceMoeWeights* next_moe(const LayerRef* next) const {
         return next != nullptr ? &ops_.device_->layers[next->index].moe : nullptr;
     }
@@ -738,9 +742,9 @@ private:
         }
         throw_internal("unknown mixer");
     }
-    // A call (no trace) is one GPU timing window of its kind's timer: a decode call's from its
-    // inputs' upload to its head, a prefill call's from before its n-gram rows are gathered (a
-    // handoff gap: the host works, the device waits) to its head.
+    // A call (no trace) is one GPU timing window of its kind's timer, from its inputs' upload to
+    // its head; a prefill call's gathering of n-gram rows is a pause in it (a handoff gap where
+    // the device runs out of queued work meanwhile).
     void end_window() {
         if (window_ == nullptr) return;
         window_->end_window();
@@ -758,6 +762,11 @@ private:
     DeviceSequence& dev_;
     const PassSpec& spec_;
     std::vector<std::unique_ptr<DeviceScratch<float>>> ple_rows_;  // per trunk layer
+    // A PLE layer's rows in the ops' page-locked staging (float offsets), and whether they are
+    // still to be gathered and copied (a prefill call's, until the layer's ple()).
+    float* ple_host_ = nullptr;
+    std::vector<size_t> ple_offset_;
+    std::vector<bool> ple_pending_;
     GpuStageTimer* window_ = nullptr;  // the open window's timer
     std::optional<StepInputs> inputs_;
     std::optional<CudaBackendOps::HeadBuffers> head_out_;
@@ -784,39 +793,36 @@ CudaPass::CudaPass(CudaBackendOps& ops, SequenceState& state, const PassSpec& sp
       spec_(spec) {
     const int64_t n_rows = rows();
     const bool prefill_window = n_rows > kMaxGemvRows && spec.trace == nullptr;
-    if (prefill_window) {
-        window_ = ops.prefill_stage_timer_.get();
-        window_->begin_window();
-        window_->pause();
-    }
     if (trunk()) {
-        // N-gram rows gathered on the host, dequantized, and copied for the PLE layers.
-        for (size_t l = 0; l < ops.weights_.layers.size(); ++l) {
+        // Every PLE layer's n-gram rows: gathered on the host, dequantized and copied to the
+        // device. A decode call does it now, before its graphs; a prefill call when it reaches
+        // the layer (ple()), so the gather overlaps the kernels of the layers before it.
+        const size_t n_layers = ops.weights_.layers.size();
+        size_t n_ple = 0;
+        for (size_t l = 0; l < n_layers; ++l) {
             const bool has = ops.weights_.layers[l].ple.has_value();
-            const int64_t p_dim = c_.ple_embed_dim;
             ple_rows_.push_back(std::make_unique<DeviceScratch<float>>(
-                has ? static_cast<size_t>(n_rows * p_dim) : 0, stream_));
-            if (!has) continue;
-            const PleWeights& ple = *ops.weights_.layers[l].ple;
-            std::vector<float> host(static_cast<size_t>(n_rows * p_dim));
-            const int64_t n_heads = c_.n_ngram_heads;
-            const std::vector<int64_t>& ids = (*spec.ngram_ids)[l];
-            for (int64_t t = 0; t < n_rows; ++t) {
-                for (int64_t j = 0; j < n_heads; ++j) {
-                    ple.gather_row(ids[static_cast<size_t>(t * n_heads + j)],
-                                   host.data() + t * p_dim + j * ple.width);
-                }
+                has ? static_cast<size_t>(n_rows * c_.ple_embed_dim) : 0, stream_));
+            ple_offset_.push_back(has ? n_ple++ * static_cast<size_t>(n_rows * c_.ple_embed_dim)
+                                      : 0);
+        }
+        ple_pending_.assign(n_layers, false);
+        if (n_ple > 0) {
+            ple_host_ = static_cast<float*>(
+                ops.ple_staging_.take(n_ple * static_cast<size_t>(n_rows * c_.ple_embed_dim) *
+                                      sizeof(float)));
+        }
+        for (size_t l = 0; l < n_layers; ++l) {
+            if (!ops.weights_.layers[l].ple) continue;
+            if (prefill_window) {
+                ple_pending_[l] = true;
+            } else {
+                upload_ple_rows(l);
             }
-            // From pageable memory: the call returns once `host` has been consumed.
-            CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(ple_rows_.back()->data(), host.data(),
-                                                 host.size() * sizeof(float),
-                                                 cudaMemcpyHostToDevice, stream_));
         }
     }
-    if (prefill_window) {
-        window_->resume();
-    } else if (spec.trace == nullptr) {
-        window_ = ops.stage_timer_.get();
+    if (spec.trace == nullptr) {
+        window_ = prefill_window ? ops.prefill_stage_timer_.get() : ops.stage_timer_.get();
         window_->begin_window();
     }
     // The call's variable inputs in one upload: the position (QSA kernels read it on the device)
@@ -846,6 +852,34 @@ void CudaPass::residual_input(float* h) {
     }
     CHERENKOV_CUDA_CHECK(
         cudaMemcpyAsync(h, dev_.residuals(), bytes, cudaMemcpyDeviceToDevice, stream_));
+}
+
+void CudaPass::upload_ple_rows(size_t layer) {
+    const PleWeights& ple = *ops_.weights_.layers[layer].ple;
+    const int64_t n_rows = rows();
+    const int64_t p_dim = c_.ple_embed_dim;
+    const int64_t n_heads = c_.n_ngram_heads;
+    const std::vector<int64_t>& ids = (*spec_.ngram_ids)[layer];
+    float* host = ple_host_ + ple_offset_[layer];
+    for (int64_t t = 0; t < n_rows; ++t) {
+        for (int64_t j = 0; j < n_heads; ++j) {
+            ple.gather_row(ids[static_cast<size_t>(t * n_heads + j)],
+                           host + t * p_dim + j * ple.width);
+        }
+    }
+    ops_.ple_staging_.copy_to_device(ple_rows_[layer]->data(), ple_offset_[layer] * sizeof(float),
+                                     static_cast<size_t>(n_rows * p_dim) * sizeof(float), stream_);
+}
+
+void CudaPass::ple(float* x) {
+    if (!layer_.mtp && ple_pending_[layer_.index]) {
+        // The host gathers while the device runs what is queued; it waits only if that runs out.
+        if (window_ != nullptr) window_->pause();
+        upload_ple_rows(layer_.index);
+        ple_pending_[layer_.index] = false;
+        if (window_ != nullptr) window_->resume();
+    }
+    ple_forward(*w_->ple, s_->ple, ple_rows(), x, rows(), ctx_);
 }
 
 void CudaPass::begin_layer(LayerRef layer, std::string trace_prefix) {

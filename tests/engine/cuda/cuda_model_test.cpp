@@ -475,12 +475,17 @@ TEST(CudaModel, DecodeCallsAreTimedOnTheGpuWithHandoffGapsOnlyOnTheHostPath) {
     generate(*small.gpu, prompt, 2);
     EXPECT_GT(small.gpu->gpu_stage_totals().windows, host.windows + 2);
     EXPECT_EQ(small.gpu->gpu_stage_totals().invalid_windows, 0U);
-    // Prefill calls are timed apart, one window each, with the host's gather of the n-gram rows
-    // before the first kernel as a handoff gap.
+    // Prefill calls are timed apart, one window each (the generation's MTP calls over the prompt
+    // too), with the host's gather of the n-gram rows as a handoff gap: the tiny model's first
+    // layer leaves the device idle meanwhile.
     for (auto* f : {&full, &small}) {
         const engine::GpuStageTotals prefill = f->gpu->prefill_gpu_stage_totals();
         EXPECT_TRUE(prefill.available) << prefill.error;
-        EXPECT_EQ(prefill.windows, f == &full ? 1U : 2U);
+        if (f == &full) {
+            EXPECT_EQ(prefill.windows, 1U);
+        } else {
+            EXPECT_GE(prefill.windows, 2U);
+        }
         EXPECT_EQ(prefill.invalid_windows, 0U);
         EXPECT_GT(prefill.stage_seconds, 0.0);
         EXPECT_LT(prefill.stage_seconds, prefill.timeline_seconds);
