@@ -1162,6 +1162,12 @@ CudaBackendOps::CudaBackendOps(const ModelWeights& weights, ExpertSource& expert
             "computed from the device pool (give at least one layer-step's experts)");
     }
     const PoolBudget budget = resolve_pool_budget(setting, req);
+    // A quantum nobody set grows into the memory an explicit pool smaller than the table leaves:
+    // the experts stream, and each chunk reads most of the table.
+    if (options.prefill_quantum.automatic()) {
+        scratch.quantum =
+            grown_prefill_quantum(setting, budget, req, scratch, kStreamingPrefillQuantum);
+    }
     // An explicit pool must leave the quantum's scratch; an adaptive one shrinks the chunk only
     // when it had to be raised to one layer-step's union.
     const ChunkFit chunk = fit_prefill_chunk(setting, budget, req, scratch);

@@ -31,7 +31,8 @@ struct CudaModelOptions {
     // --cache-policy: the device pool replaces slots as the host cache does.
     ReplacementKind cache_policy = ReplacementKind::Lru;
     // --prefill-quantum: rows per prefill call the scratch reservation covers (fewer when an
-    // adaptive pool leaves less; max_rows_per_call() says how many).
+    // adaptive pool leaves less; an automatic one grows up to kStreamingPrefillQuantum beside an
+    // explicit pool smaller than the table; max_rows_per_call() says how many).
     PrefillQuantum prefill_quantum;
     Tuning tuning;  // --tuning: the fast paths' A/B switches (engine/tuning.h)
 };

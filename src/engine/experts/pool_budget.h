@@ -93,4 +93,13 @@ struct ChunkFit {
 ChunkFit fit_prefill_chunk(const PoolSetting& setting, const PoolBudget& budget,
                            const PoolRequirements& requirements, const ChunkScratch& scratch);
 
+// The quantum an automatic prefill quantum comes to beside an explicit pool that holds less than
+// the table (the experts stream from the host or the disk, and every chunk reads most of the
+// table): scratch.quantum grown toward `streaming_rows`, as far as the memory the pool and the
+// fixed buffers leave holds, less requirements.min_headroom_bytes. Otherwise (a pool that holds
+// the table, or an adaptive one, which took that memory for experts) scratch.quantum.
+int64_t grown_prefill_quantum(const PoolSetting& setting, const PoolBudget& budget,
+                              const PoolRequirements& requirements, const ChunkScratch& scratch,
+                              int64_t streaming_rows);
+
 }  // namespace cherenkov::engine

@@ -1,6 +1,7 @@
 #include "engine/model/prefill_quantum.h"
 
 #include <algorithm>
+#include <limits>
 #include <string>
 
 #include "base/error.h"
@@ -30,7 +31,10 @@ uint64_t prefill_scratch_row_bytes(const model_data::qwen4_exp::Config& c) {
 }
 
 int64_t prefill_chunk_rows(const ModelBackend& model, PrefillQuantum quantum) {
-    return std::max<int64_t>(std::min(quantum.rows(), model.max_rows_per_call()), 1);
+    const int64_t limit = model.max_rows_per_call();
+    const bool reserved = limit != std::numeric_limits<int64_t>::max();
+    const int64_t rows = quantum.automatic() && reserved ? limit : std::min(quantum.rows(), limit);
+    return std::max<int64_t>(rows, 1);
 }
 
 ForwardResult forward_in_chunks(ModelBackend& model, SequenceState& state,

@@ -24,13 +24,19 @@ namespace cherenkov::engine {
 inline constexpr int64_t kDefaultPrefillQuantum = 512;
 // Past this the scratch (tens of GB with a large vocabulary) outgrows any device we target.
 inline constexpr int64_t kMaxPrefillQuantum = 65536;
+// What a quantum nobody set grows to when the experts stream (the device pool holds less than the
+// table) and the memory the pool leaves holds it: a streamed chunk reads most of the table
+// whatever its size, so 4,096-row chunks read it an eighth as often per token as 512-row ones.
+inline constexpr int64_t kStreamingPrefillQuantum = 4096;
 
 // The quantum as a value checked where it enters (the CLI flag, the server's configuration file,
 // a test) and carried as it is through the load, backend, generation and worker options: making
 // one is the only check, so no holder checks it again.
 class PrefillQuantum {
 public:
-    // kDefaultPrefillQuantum rows.
+    // kDefaultPrefillQuantum rows, automatic: a backend that reserves scratch per chunk may
+    // reserve more rows (CUDA: up to kStreamingPrefillQuantum when the experts stream), and the
+    // chunks are then its reservation (prefill_chunk_rows).
     constexpr PrefillQuantum() = default;
 
     // `rows` as a quantum. Throws InvalidInput naming `source` (the flag or the configuration
@@ -39,12 +45,15 @@ public:
     static PrefillQuantum of(int64_t rows, std::string_view source = "--prefill-quantum");
 
     int64_t rows() const { return rows_; }
+    // Not set by anyone (the default): the backend may grow the chunk (above).
+    bool automatic() const { return automatic_; }
     bool operator==(const PrefillQuantum&) const = default;
 
 private:
-    explicit constexpr PrefillQuantum(int64_t rows) : rows_(rows) {}
+    explicit constexpr PrefillQuantum(int64_t rows) : rows_(rows), automatic_(false) {}
 
     int64_t rows_ = kDefaultPrefillQuantum;
+    bool automatic_ = true;
 };
 
 // An upper bound of the activation bytes one prefill row keeps alive during a forward call:
@@ -53,7 +62,9 @@ private:
 // rows · this (plus their own fixed slack) for a chunk.
 uint64_t prefill_scratch_row_bytes(const model_data::qwen4_exp::Config& config);
 
-// Rows per prefill call for `quantum` on `model`: min(quantum, model.max_rows_per_call()).
+// Rows per prefill call for `quantum` on `model`: min(quantum, model.max_rows_per_call()), or for
+// an automatic quantum the backend's limit where it sets one (its reservation, which may be
+// larger than the quantum's rows).
 int64_t prefill_chunk_rows(const ModelBackend& model, PrefillQuantum quantum);
 
 // Runs `tokens` through `model` as consecutive calls of at most `chunk_rows` rows each (the

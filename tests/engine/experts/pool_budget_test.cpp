@@ -287,5 +287,41 @@ TEST(PrefillChunkFit, MaxPoolIsCheckedLikeAnExplicitOne) {
     }
 }
 
+// An automatic quantum beside an explicit pool smaller than the table grows into the memory the
+// pool leaves (here 20 GB free, 1 GB of caches, 1 GiB headroom), never past the streaming rows;
+// a pool holding the table, an adaptive pool, or no room leave it as it is.
+TEST(PrefillChunkFit, AutomaticQuantumGrowsWhereTheExpertsStream) {
+    PoolRequirements req = device_requirements();
+    const PoolSetting setting = parse_pool_setting("5");
+    const PoolBudget budget = resolve_pool_budget(setting, req);
+    ASSERT_LT(budget.n_slots, req.n_table_records);
+    const ChunkScratch scratch = fn_scratch(512);
+    // 20 - 5 - 1 - 0.54 - 1.07 GB left: about 2,600 rows of 4.86 MB.
+    const int64_t grown = grown_prefill_quantum(setting, budget, req, scratch, 4096);
+    const uint64_t left = *req.measured_usable_bytes - budget.bytes - req.fixed_bytes -
+                          scratch.fixed_bytes - req.min_headroom_bytes;
+    EXPECT_EQ(grown, static_cast<int64_t>(left / scratch.row_bytes));
+    EXPECT_GT(grown, 2000);
+    EXPECT_LT(grown, 4096);
+    // The grown chunk fits beside the pool as an explicit quantum would.
+    EXPECT_EQ(fit_prefill_chunk(setting, budget, req, fn_scratch(grown)).rows, grown);
+    EXPECT_EQ(grown_prefill_quantum(setting, budget, req, scratch, 1024), 1024);
+    EXPECT_EQ(grown_prefill_quantum(setting, budget, req, scratch, 256), 512);
+
+    // 15 GB of pool leave less than the quantum's rows: the quantum stays.
+    const PoolSetting large = parse_pool_setting("15");
+    EXPECT_EQ(grown_prefill_quantum(large, resolve_pool_budget(large, req), req, scratch, 4096),
+              512);
+    // The whole table in the pool: nothing streams.
+    PoolRequirements roomy = device_requirements();
+    roomy.measured_usable_bytes = 200'000'000'000;
+    const PoolSetting max{.mode = PoolMode::Max, .bytes = 0};
+    EXPECT_EQ(grown_prefill_quantum(max, resolve_pool_budget(max, roomy), roomy, scratch, 4096),
+              512);
+    // An adaptive pool took the memory for experts.
+    req.reserve_bytes = scratch.bytes(512);
+    EXPECT_EQ(grown_prefill_quantum({}, resolve_pool_budget({}, req), req, scratch, 4096), 512);
+}
+
 }  // namespace
 }  // namespace cherenkov::engine

@@ -76,10 +76,14 @@ TEST(PrefillQuantum, MessagesNameWhereTheValueCameFrom) {
     EXPECT_EQ(engine::PrefillQuantum::of(12, "limits.prefill_quantum").rows(), 12);
 }
 
-// A quantum nobody set is the default, and equal quanta compare equal.
-TEST(PrefillQuantum, DefaultsTo512AndComparesByRows) {
+// A quantum nobody set is the default, 512 rows and automatic; a quantum given is fixed, even at
+// 512; equal quanta compare equal.
+TEST(PrefillQuantum, DefaultsTo512AutomaticAndComparesByRows) {
     EXPECT_EQ(engine::PrefillQuantum().rows(), engine::kDefaultPrefillQuantum);
-    EXPECT_EQ(engine::PrefillQuantum(), engine::PrefillQuantum::of(512));
+    EXPECT_TRUE(engine::PrefillQuantum().automatic());
+    EXPECT_FALSE(engine::PrefillQuantum::of(512).automatic());
+    EXPECT_NE(engine::PrefillQuantum(), engine::PrefillQuantum::of(512));
+    EXPECT_EQ(engine::PrefillQuantum::of(512), engine::PrefillQuantum::of(512));
     EXPECT_NE(engine::PrefillQuantum::of(3), engine::PrefillQuantum::of(4));
     EXPECT_EQ(engine::GenerationOptions{}.prefill_quantum, engine::PrefillQuantum());
 }
@@ -105,6 +109,19 @@ TEST(PrefillQuantum, ChunkRowsAreTheQuantumCutToTheBackendsLimit) {
     EXPECT_EQ(engine::prefill_chunk_rows(limited, engine::PrefillQuantum::of(256)), 5);
     EXPECT_EQ(engine::prefill_chunk_rows(limited, engine::PrefillQuantum::of(3)), 3);
     EXPECT_THROW(engine::prefill_chunk_rows(limited, engine::PrefillQuantum::of(0)), Error);
+}
+
+// An automatic quantum's chunks are the backend's reservation where it makes one (larger or
+// smaller than 512 rows), else the quantum's 512 rows.
+TEST(PrefillQuantum, AutomaticChunksAreTheBackendsReservation) {
+    FixtureEngine engine("tiny_c/hf_nested_fused");
+    EXPECT_EQ(engine::prefill_chunk_rows(engine.model, engine::PrefillQuantum()),
+              engine::kDefaultPrefillQuantum);
+    RowLimitedBackend grown(engine.model, 4096);
+    EXPECT_EQ(engine::prefill_chunk_rows(grown, engine::PrefillQuantum()), 4096);
+    EXPECT_EQ(engine::prefill_chunk_rows(grown, engine::PrefillQuantum::of(512)), 512);
+    RowLimitedBackend shrunk(engine.model, 100);
+    EXPECT_EQ(engine::prefill_chunk_rows(shrunk, engine::PrefillQuantum()), 100);
 }
 
 TEST(PrefillQuantum, ChunkedCallsEqualOneCall) {
