@@ -76,6 +76,7 @@ int run_bench(const BenchOptions& options) {
     double best_decode = 0.0;
     for (int i = 0; i < options.repeat; ++i) {
         engine::Generator generator(loaded->model(), generation);
+        const engine::GpuStageTotals prefill_gpu_start = loaded->model().prefill_gpu_stage_totals();
         const uint64_t bytes_start = loaded->expert_bytes_read();
         uint64_t bytes_after_prefill = 0;
         bool first = true;
@@ -102,6 +103,15 @@ int run_bench(const BenchOptions& options) {
              {"decode_steps", stats.decode_steps},
              {"drafts_proposed", stats.drafts_proposed},
              {"drafts_accepted", stats.drafts_accepted}});
+        // This run's prefill calls alone: the first run's also fill the expert pool, which
+        // would swamp the later runs' coverage in the totals (phases.prefill_gpu).
+        const engine::GpuStageTotals prefill_gpu =
+            loaded->model().prefill_gpu_stage_totals() - prefill_gpu_start;
+        runs.back()["prefill_gpu_windows"] = prefill_gpu.windows;
+        runs.back()["prefill_gpu_stage_fraction"] =
+            prefill_gpu.stage_fraction() >= 0.0 ? nlohmann::json(prefill_gpu.stage_fraction())
+                                                : nlohmann::json();
+        runs.back()["prefill_gpu_timeline_seconds"] = prefill_gpu.timeline_seconds;
     }
     // One observation serves the memory, experts and prefill objects (engine_stats.h).
     const engine::EngineStats observed = loaded->observe(nullptr);
@@ -173,6 +183,13 @@ int run_bench(const BenchOptions& options) {
             "GPU stage coverage of %llu prefill calls: %.3f of %.3f s (handoff gaps %.3f)\n",
             static_cast<unsigned long long>(prefill.windows), *stage, prefill.timeline_seconds,
             1.0 - *stage);
+        for (size_t i = 0; i < runs.size(); ++i) {
+            const nlohmann::json& run = runs[i];
+            if (run["prefill_gpu_stage_fraction"].is_null()) continue;
+            std::printf("  run %zu: %.3f of %.4f s\n", i + 1,
+                        run["prefill_gpu_stage_fraction"].get<double>(),
+                        run["prefill_gpu_timeline_seconds"].get<double>());
+        }
     }
     return 0;
 }

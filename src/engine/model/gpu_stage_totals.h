@@ -23,4 +23,17 @@ struct GpuStageTotals {
     }
 };
 
+// The calls measured between two readings of one timer (`earlier` first): counts and seconds
+// subtracted, availability and error as `later` has them.
+inline GpuStageTotals operator-(const GpuStageTotals& later, const GpuStageTotals& earlier) {
+    GpuStageTotals d = later;
+    d.windows = later.windows >= earlier.windows ? later.windows - earlier.windows : 0;
+    d.invalid_windows = later.invalid_windows >= earlier.invalid_windows
+                            ? later.invalid_windows - earlier.invalid_windows
+                            : 0;
+    d.timeline_seconds = later.timeline_seconds - earlier.timeline_seconds;
+    d.stage_seconds = later.stage_seconds - earlier.stage_seconds;
+    return d;
+}
+
 }  // namespace cherenkov::engine

@@ -105,6 +105,28 @@ TEST(EngineStats, WithoutACacheThereAreNoExpertCounters) {
 namespace cherenkov::engine {
 namespace {
 
+// The calls between two readings (cherenkov bench's per-run prefill coverage).
+TEST(GpuStageTotals, DifferenceIsTheCallsBetweenTwoReadings) {
+    GpuStageTotals earlier;
+    earlier.available = true;
+    earlier.windows = 2;
+    earlier.invalid_windows = 1;
+    earlier.timeline_seconds = 2.5;
+    earlier.stage_seconds = 0.5;
+    GpuStageTotals later = earlier;
+    later.windows = 3;
+    later.timeline_seconds = 2.52;
+    later.stage_seconds = 0.518;
+    const GpuStageTotals run = later - earlier;
+    EXPECT_TRUE(run.available);
+    EXPECT_EQ(run.windows, 1U);
+    EXPECT_EQ(run.invalid_windows, 0U);
+    EXPECT_NEAR(run.timeline_seconds, 0.02, 1e-12);
+    EXPECT_NEAR(run.stage_fraction(), 0.9, 1e-9);
+    // Nothing measured in between: no fraction.
+    EXPECT_LT((earlier - earlier).stage_fraction(), 0.0);
+}
+
 TEST(GpuTimingOf, StatusAndFractionsFollowTheBackendsTotals) {
     const GpuTiming none = gpu_timing_of(GpuStageTotals{});
     EXPECT_EQ(none.status.rfind("unavailable", 0), 0U);
