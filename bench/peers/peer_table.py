@@ -247,6 +247,10 @@ def main():
                      f"{disk.get('random_record_mb_per_s', 0) / 1e3:.2f} GB/s random records"))
         rows.append(("disk streaming, 25% pool, prefill", prefill_streaming(stream, disk), "(not run)",
                      prefill_disk_bound(stream, disk)))
+    long = load(os.path.join(res, "cherenkov_disk25_long.json"))
+    if long:
+        rows.append((f"disk streaming, 25% pool, prefill of {long.get('prompt_tokens', '?')}",
+                     prefill_streaming(long, disk), "(not run)", prefill_disk_bound(long, disk)))
     # Both engines with the experts on disk under one memory limit (llama.cpp from mmap).
     limit = (load(os.path.join(res, "stream_limit.json")) or {}).get("limit_bytes")
     limited = llama_rates(load(os.path.join(res, "llama_stream.json")), best=True)

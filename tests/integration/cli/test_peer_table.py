@@ -81,6 +81,15 @@ def test_gpu_table_gives_each_regime_best_against_best(tmp_path):
     assert prefill[0] == "90.0 (2 chunk(s) of 256, each reading 1.00x the 5.12 GB table)"
     assert prefill[2] == "disk bound for those reads: 75.0 tok/s at 1.50 GB/s (one table read for the whole prompt: 150.0)"
     assert not any(k.startswith("experts on disk") for k in table)  # no limit, no reason: not run
+    assert not any(k.startswith("disk streaming, 25% pool, prefill of") for k in table)
+
+    # A 4,096-token prompt in one grown chunk: 4096 · 1.25 MB = 5.12 GB, one read of the table.
+    long = ours(1400.0, 26.0, prefill_chunks=1, prefill_expert_bytes_per_token=1.25e6)
+    long.update(prompt_tokens=4096, prefill_chunk_tokens=4096)
+    write(res, "cherenkov_disk25_long.json", long)
+    prefill = rows(run_table(out, 4, tmp_path / "no-store"))["disk streaming, 25% pool, prefill of 4096"]
+    assert prefill[0] == "1,400.0 (1 chunk(s) of 4096, each reading 1.00x the 5.12 GB table)"
+    assert prefill[2].startswith("disk bound for those reads: 1,200.0 tok/s at 1.50 GB/s")
 
 
 def test_gpu_table_has_the_memory_limited_rows_or_says_why_not(tmp_path):
