@@ -144,8 +144,8 @@ for layers in $layers_list; do
         # A 4,096-token prompt streamed the same way, the table's pages dropped again: with the
         # quantum unset the chunk grows beside the explicit pool, and the prompt reads the table
         # about once instead of once per 512 tokens.
-        python3 -c 'import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)' \
-            "$dir/store/experts.bin"
+        python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import memlimit; memlimit.evict(sys.argv[2])' \
+            "$repo/bench/peers" "$dir/store/experts.bin"
         "$binary" bench "$dir/store" --backend cuda --prompt-tokens 4096 --gen-tokens 8 \
             --repeat 1 --json --pool-gb "$pool25" >"$res/cherenkov_disk25_long.json" \
             2>"$res/cherenkov_disk25_long.log" || rm -f "$res/cherenkov_disk25_long.json"

@@ -105,12 +105,12 @@ int run_bench(const BenchOptions& options) {
              {"drafts_accepted", stats.drafts_accepted}});
         // This run's prefill calls alone: the first run's also fill the expert pool, which
         // would swamp the later runs' coverage in the totals (phases.prefill_gpu).
-        const engine::GpuStageTotals prefill_gpu =
-            loaded->model().prefill_gpu_stage_totals() - prefill_gpu_start;
+        const engine::GpuTiming prefill_gpu =
+            engine::gpu_timing_of(loaded->model().prefill_gpu_stage_totals() - prefill_gpu_start);
         runs.back()["prefill_gpu_windows"] = prefill_gpu.windows;
         runs.back()["prefill_gpu_stage_fraction"] =
-            prefill_gpu.stage_fraction() >= 0.0 ? nlohmann::json(prefill_gpu.stage_fraction())
-                                                : nlohmann::json();
+            prefill_gpu.stage_fraction ? nlohmann::json(*prefill_gpu.stage_fraction)
+                                       : nlohmann::json();
         runs.back()["prefill_gpu_timeline_seconds"] = prefill_gpu.timeline_seconds;
     }
     // One observation serves the memory, experts and prefill objects (engine_stats.h).

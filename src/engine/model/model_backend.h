@@ -97,8 +97,8 @@ public:
     // GPU stage coverage of the decode and MTP calls so far (a backend without GPU timestamps:
     // unavailable). Reads finished timestamps only; never waits for the device.
     virtual GpuStageTotals gpu_stage_totals() const { return {}; }
-    // The same for prefill calls (more rows than a decode step), each a window from before its
-    // n-gram rows are gathered on the host to its last kernel.
+    // The same for prefill calls (more rows than a decode step), each a window from its input
+    // upload to its head, the host's gathering of n-gram rows a pause in it.
     virtual GpuStageTotals prefill_gpu_stage_totals() const { return {}; }
 };
 
