@@ -1,9 +1,10 @@
 // CPU matmul throughput: `matmul_bench [--quick]` times the affine kernels on FN-like shapes
 // (dense [10240, 2560] and [2560, 6144], an expert [640, 2560]) at Q4/Q3/Q2 group 64, for both
-// kernel families and for 1 thread and all CPUs, and the machine's memcpy bandwidth in the same
-// run. Decode (1, 2, 4 input rows) reports GB/s of weight bytes (codes + scales + biases) read,
-// cycling through enough copies of the matrix to exceed the last-level cache, and its ratio to
-// memcpy; prefill (128, 512 rows) reports GFLOP/s (2·rows·cols·n_rows). Best of several runs.
+// kernel families (each with float and, for Q4, int8 activations: rows `port-q8`, `avx2-q8`)
+// and for 1 thread and all CPUs, and the machine's memcpy bandwidth in the same run. Decode (1,
+// 2, 4 input rows) reports GB/s of weight bytes (codes + scales + biases) read, cycling through
+// enough copies of the matrix to exceed the last-level cache, and its ratio to memcpy; prefill
+// (128, 512 rows) reports GFLOP/s (2·rows·cols·n_rows). Best of several runs.
 // Wall-clock figures suffer from other load on a shared machine; single-thread rows therefore
 // also give the figure from the thread's CPU time (in brackets: [cpu]), which other processes
 // do not inflate.
@@ -23,6 +24,7 @@
 
 namespace {
 
+using cherenkov::engine::ActivationPrecision;
 using cherenkov::engine::AffineMatrix;
 using cherenkov::engine::KernelPath;
 using cherenkov::engine::ThreadPool;
@@ -126,8 +128,20 @@ double gb_per_s(double bytes, double seconds) {
     return bytes / seconds / 1e9;
 }
 
-const char* path_name(KernelPath path) {
-    return path == KernelPath::Avx2 ? "avx2" : "portable";
+// A kernel family and an activation precision; Q8 runs only where the matrix takes it.
+struct Variant {
+    KernelPath path;
+    ActivationPrecision activations;
+    const char* name;
+};
+
+std::vector<Variant> variants_for(const Shape& shape, const std::vector<Variant>& all) {
+    std::vector<Variant> result;
+    for (const Variant& variant : all) {
+        if (variant.activations == ActivationPrecision::Q8 && shape.bits != 4) continue;
+        result.push_back(variant);
+    }
+    return result;
 }
 
 }  // namespace
@@ -136,8 +150,13 @@ int main(int argc, char** argv) {
     const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
     ThreadPool single(1);
     ThreadPool all(0);
-    std::vector<KernelPath> paths = {KernelPath::Portable};
-    if (cherenkov::engine::cpu_has_avx2_fma()) paths.push_back(KernelPath::Avx2);
+    std::vector<Variant> all_variants = {
+        {KernelPath::Portable, ActivationPrecision::F32, "portable"},
+        {KernelPath::Portable, ActivationPrecision::Q8, "port-q8"}};
+    if (cherenkov::engine::cpu_has_avx2_fma()) {
+        all_variants.push_back({KernelPath::Avx2, ActivationPrecision::F32, "avx2"});
+        all_variants.push_back({KernelPath::Avx2, ActivationPrecision::Q8, "avx2-q8"});
+    }
 
     const Timing memcpy_one_time = memcpy_seconds(single);
     const double memcpy_one = gb_per_s(kStreamBytes, memcpy_one_time.wall);
@@ -168,12 +187,12 @@ int main(int argc, char** argv) {
         const MatrixSet set = make_matrices(shape, group_size, n_copies);
         std::vector<float> x(static_cast<size_t>(4 * shape.cols), 0.5F);
         std::vector<float> y(static_cast<size_t>(4 * shape.rows));
-        for (const KernelPath path : paths) {
-            cherenkov::engine::set_kernel_path(path);
+        for (const Variant& variant : variants_for(shape, all_variants)) {
+            cherenkov::engine::set_kernel_path(variant.path);
             for (ThreadPool* pool : {&single, &all}) {
                 const bool one_thread = pool == &single;
                 const double reference = one_thread ? memcpy_one : memcpy_all;
-                std::printf("%-20s Q%-2d %-8s %-4d", shape.name, shape.bits, path_name(path),
+                std::printf("%-20s Q%-2d %-8s %-4d", shape.name, shape.bits, variant.name,
                             pool->size());
                 for (const int64_t n_rows : {1, 2, 4}) {
                     const Timing seconds = best_seconds(
@@ -181,7 +200,7 @@ int main(int argc, char** argv) {
                             for (const AffineMatrix& m : set.copies) {
                                 cherenkov::engine::matmul(
                                     m, x.data(), static_cast<size_t>(shape.cols), n_rows, y.data(),
-                                    static_cast<size_t>(shape.rows), pool);
+                                    static_cast<size_t>(shape.rows), pool, variant.activations);
                             }
                         },
                         quick ? 1 : 3, quick ? 0.2 : 1.0);
@@ -210,19 +229,20 @@ int main(int argc, char** argv) {
         std::uniform_real_distribution<float> uniform(-1.0F, 1.0F);
         for (float& value : x) value = uniform(rng);
         std::vector<float> y(static_cast<size_t>(512 * shape.rows));
-        for (const KernelPath path : paths) {
-            cherenkov::engine::set_kernel_path(path);
+        for (const Variant& variant : variants_for(shape, all_variants)) {
+            cherenkov::engine::set_kernel_path(variant.path);
             for (ThreadPool* pool : {&single, &all}) {
-                std::printf("%-20s Q%-2d %-8s %-4d", shape.name, shape.bits, path_name(path),
+                std::printf("%-20s Q%-2d %-8s %-4d", shape.name, shape.bits, variant.name,
                             pool->size());
                 for (const int64_t n_rows : {128, 512}) {
                     const Timing seconds = best_seconds(
                         [&] {
                             cherenkov::engine::matmul(
                                 set.copies[0], x.data(), static_cast<size_t>(shape.cols), n_rows,
-                                y.data(), static_cast<size_t>(shape.rows), pool);
+                                y.data(), static_cast<size_t>(shape.rows), pool,
+                                variant.activations);
                         },
-                        quick || path == KernelPath::Portable ? 1 : 2, quick ? 0.1 : 0.5);
+                        quick || variant.path == KernelPath::Portable ? 1 : 2, quick ? 0.1 : 0.5);
                     const double flops = 2.0 * static_cast<double>(shape.rows) *
                                          static_cast<double>(shape.cols) *
                                          static_cast<double>(n_rows);

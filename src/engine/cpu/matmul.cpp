@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@ namespace {
 
 using matmul_detail::AffineCall;
 using matmul_detail::F32Call;
+using matmul_detail::Q8Call;
 using matmul_detail::kRowTile;
 
 // The override set by set_kernel_path (tests and benchmarks only; the engine never sets it).
@@ -123,6 +125,38 @@ const float* x_group_sums(const float* x, size_t x_stride, int64_t n_rows, int64
     return sums.data();
 }
 
+// Each input row's groups as int8 with one scale a group, laid out as Q8Call says; thread-local
+// scratch like x_group_sums. Rows are split over the pool when there are many.
+void quantize_activations(const float* x, size_t x_stride, int64_t n_rows, int64_t cols,
+                          int group_size, ThreadPool* pool, Q8Call& call) {
+    thread_local std::vector<int8_t> quantized;
+    thread_local std::vector<float> steps;
+    thread_local std::vector<float> sums;
+    const int64_t n_groups = cols / group_size;
+    quantized.resize(static_cast<size_t>(n_rows * cols));
+    steps.resize(static_cast<size_t>(n_rows * n_groups));
+    sums.resize(static_cast<size_t>(n_rows * n_groups));
+    const auto kernel = active_kernel_path() == KernelPath::Avx2
+                            ? &matmul_detail::quantize_q8_rows_avx2
+                            : &matmul_detail::quantize_q8_rows_portable;
+    int8_t* xq = quantized.data();
+    float* dx = steps.data();
+    float* qsum = sums.data();
+    constexpr int64_t kRowsPerRange = 16;
+    if (pool == nullptr || pool->size() == 1 || n_rows < 2 * kRowsPerRange) {
+        kernel(x, x_stride, cols, group_size, 0, n_rows, xq, dx, qsum);
+    } else {
+        pool->parallel_for(static_cast<size_t>(n_rows), kRowsPerRange,
+                           [&](size_t begin, size_t end) {
+                               kernel(x, x_stride, cols, group_size, static_cast<int64_t>(begin),
+                                      static_cast<int64_t>(end), xq, dx, qsum);
+                           });
+    }
+    call.xq = xq;
+    call.dx = dx;
+    call.qsum = qsum;
+}
+
 template <int Bits>
 void dequantize_row_bits(const AffineMatrix& w, int64_t row, float* out) {
     const uint8_t* codes = w.codes + static_cast<size_t>(row) * w.row_code_bytes();
@@ -142,6 +176,16 @@ void dequantize_row_bits(const AffineMatrix& w, int64_t row, float* out) {
 }
 
 }  // namespace
+
+const char* activation_precision_name(ActivationPrecision activations) {
+    return activations == ActivationPrecision::Q8 ? "q8" : "f32";
+}
+
+ActivationPrecision parse_activation_precision(std::string_view text, std::string_view what) {
+    if (text == "f32") return ActivationPrecision::F32;
+    if (text == "q8") return ActivationPrecision::Q8;
+    throw_invalid(std::string(what) + ": '" + std::string(text) + "' is not f32 or q8");
+}
 
 bool cpu_has_avx2_fma() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -165,10 +209,24 @@ KernelPath active_kernel_path() {
 }
 
 void matmul(const AffineMatrix& w, const float* x, size_t x_stride, int64_t n_rows, float* y,
-            size_t y_stride, ThreadPool* pool) {
+            size_t y_stride, ThreadPool* pool, ActivationPrecision activations) {
     check_affine(w);
     check_call(w.rows, w.cols, x_stride, n_rows, y_stride, x, y);
     if (n_rows == 0 || w.rows == 0) return;
+    if (activations == ActivationPrecision::Q8 && matmul_detail::q8_supported(w)) {
+        const size_t stride = n_rows > 1 ? x_stride : static_cast<size_t>(w.cols);
+        Q8Call call;
+        call.w = &w;
+        call.n_rows = n_rows;
+        call.y = y;
+        call.y_stride = n_rows > 1 ? y_stride : static_cast<size_t>(w.rows);
+        quantize_activations(x, stride, n_rows, w.cols, w.group_size, pool, call);
+        const auto kernel = active_kernel_path() == KernelPath::Avx2
+                                ? &matmul_detail::affine_q8_rows_avx2
+                                : &matmul_detail::affine_q8_rows_portable;
+        run_over_rows(call, w.rows, w.cols, n_rows, kernel, pool);
+        return;
+    }
 
     AffineCall call;
     call.w = &w;

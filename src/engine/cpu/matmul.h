@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 #include "engine/cpu/affine_matrix.h"
 
@@ -17,8 +18,20 @@ namespace cherenkov::engine {
 
 class ThreadPool;
 
+// How activations meet quantized weights. F32: every product in float, the order of
+// matmul_kernels.h (what the reference comparisons hold to). Q8: each input row's groups are
+// quantized to int8 with one scale a group and 4-bit weights multiplied in integers, about a
+// quarter of the instructions (llama.cpp's Q8 activations do the same); the error is that of an
+// 8-bit rounding of x. Matrices of other bit widths or group sizes run in F32 either way.
+enum class ActivationPrecision { F32, Q8 };
+
+// "f32" / "q8", and back; parse throws InvalidInput naming `what` (a flag or a key).
+const char* activation_precision_name(ActivationPrecision activations);
+ActivationPrecision parse_activation_precision(std::string_view text, std::string_view what);
+
 void matmul(const AffineMatrix& w, const float* x, size_t x_stride, int64_t n_rows, float* y,
-            size_t y_stride, ThreadPool* pool);
+            size_t y_stride, ThreadPool* pool,
+            ActivationPrecision activations = ActivationPrecision::F32);
 void matmul(const F32Matrix& w, const float* x, size_t x_stride, int64_t n_rows, float* y,
             size_t y_stride, ThreadPool* pool);
 

@@ -10,6 +10,18 @@
 //   xsum[t][g] = hsum8 of 8 lanes summing x over the group's columns c ≡ l (mod 8) in order.
 // F32 matrices: y = hsum8(acc over the first cols/8·8 columns), then the tail columns added in
 // order.
+//
+// Int8 activations (ActivationPrecision::Q8, 4-bit weights, groups of 64 or 128 columns): each
+// input row's group g is quantized on its own, x ≈ dx[t][g] · xq with xq in [-127, 127]
+// (dx = max|x| / 127, xq = x · (127 / max|x|) rounded to nearest even). Per group the integer
+// lane sums are exact, so their order does not matter:
+//   isum[l] = Σ q_c · xq_c   over the group's columns c with (c mod 64) / 8 = l
+//   acc[l]  = fma(float(isum[l]), scale_g · dx[t][g], acc[l])   over groups in order, from 0
+//   bsum    = fma(bias_g, qsum[t][g], bsum)                     over groups in order, from 0
+//   y[t][r] = hsum8(acc) + bsum,   qsum[t][g] = dx[t][g] · Σ xq over the group (exact integer)
+// The bias part takes the quantized x's sums, not x's own: then the rounding error of y is
+// Σ w_c · e_c over x's errors e_c, not Σ scale·q_c · e_c, whose codes (0..15, not centred)
+// would double it. Both families follow it with fused multiply-adds: they agree bit for bit.
 #pragma once
 
 #include <cstddef>
@@ -49,9 +61,38 @@ struct F32Call {
     size_t y_stride = 0;
 };
 
+// Int8 activations for 4-bit weights. xq holds each row's groups in 64-column blocks, each block
+// as its 32 even columns then its 32 odd ones: the order of the low and high nibbles of the
+// block's 32 code bytes.
+struct Q8Call {
+    const AffineMatrix* w = nullptr;
+    const int8_t* xq = nullptr;  // [n_rows, w->cols]
+    const float* dx = nullptr;   // [n_rows, w->groups_per_row()]
+    const float* qsum = nullptr;  // [n_rows, w->groups_per_row()]
+    int64_t n_rows = 0;
+    float* y = nullptr;  // [n_rows, y_stride]
+    size_t y_stride = 0;
+};
+
+// Whether a matrix takes the int8-activation kernels; others run in float whatever is asked.
+inline bool q8_supported(const AffineMatrix& w) {
+    return w.bits == 4 && (w.group_size == 64 || w.group_size == 128);
+}
+
 // Each computes y[t][r] for every t and r in [row_begin, row_end).
 void affine_rows_portable(const AffineCall& call, int64_t row_begin, int64_t row_end);
 void affine_rows_avx2(const AffineCall& call, int64_t row_begin, int64_t row_end);
+// Rows [row_begin, row_end) of x quantized into xq [n_rows, cols], dx and qsum [n_rows, cols /
+// group_size] as Q8Call lays them out. Both families make the same bytes (the same float
+// operations: |x| max, one division, one multiply, rounding to nearest even).
+void quantize_q8_rows_portable(const float* x, size_t x_stride, int64_t cols, int group_size,
+                               int64_t row_begin, int64_t row_end, int8_t* xq, float* dx,
+                               float* qsum);
+void quantize_q8_rows_avx2(const float* x, size_t x_stride, int64_t cols, int group_size,
+                           int64_t row_begin, int64_t row_end, int8_t* xq, float* dx,
+                           float* qsum);
+void affine_q8_rows_portable(const Q8Call& call, int64_t row_begin, int64_t row_end);
+void affine_q8_rows_avx2(const Q8Call& call, int64_t row_begin, int64_t row_end);
 void f32_rows_portable(const F32Call& call, int64_t row_begin, int64_t row_end);
 void f32_rows_avx2(const F32Call& call, int64_t row_begin, int64_t row_end);
 

@@ -3,6 +3,7 @@
 // are what the vector kernels are tested against.
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstring>
 
 #include "base/error.h"
@@ -100,7 +101,86 @@ void affine_rows_bits(const AffineCall& call, int64_t row_begin, int64_t row_end
     }
 }
 
+// v rounded to the nearest integer, ties to even, for |v| ≤ 2^22: adding and subtracting 1.5·2^23
+// leaves no fraction bits (plain float arithmetic: no libm call, and vectorizable).
+inline float round_to_integer(float v) {
+    constexpr float kShift = 12582912.0F;
+    return (v + kShift) - kShift;
+}
+
+// One input row against one 4-bit weight row with int8 activations (matmul_kernels.h).
+float q8_dot(const Q8Call& call, int64_t t, int64_t row) {
+    const AffineMatrix& w = *call.w;
+    const int64_t n_groups = w.groups_per_row();
+    const uint8_t* codes = w.codes + static_cast<size_t>(row) * w.row_code_bytes();
+    const int8_t* xq = call.xq + static_cast<size_t>(t) * static_cast<size_t>(w.cols);
+    const float* dx = call.dx + static_cast<size_t>(t) * static_cast<size_t>(n_groups);
+    float acc[8] = {};
+    float bsum = 0.0F;
+    for (int64_t group = 0; group < n_groups; ++group) {
+        int32_t isum[8] = {};
+        for (int64_t block = 0; block < w.group_size / 64; ++block) {
+            const int64_t c0 = group * w.group_size + block * 64;
+            const uint8_t* bytes = codes + c0 / 2;
+            const int8_t* even = xq + c0;
+            const int8_t* odd = even + 32;
+            for (int j = 0; j < 32; ++j) {
+                // Byte j holds columns 2j (low nibble) and 2j + 1 (high nibble): lane j / 4.
+                isum[j / 4] += (bytes[j] & 15) * even[j] + (bytes[j] >> 4) * odd[j];
+            }
+        }
+        const float scale =
+            bf16_to_float(w.scales[row * n_groups + group]) * dx[group];
+        for (int lane = 0; lane < 8; ++lane) {
+            acc[lane] = std::fma(static_cast<float>(isum[lane]), scale, acc[lane]);
+        }
+        bsum = std::fma(bf16_to_float(w.biases[row * n_groups + group]), call.qsum[t * n_groups + group],
+                        bsum);
+    }
+    return hsum8(acc) + bsum;
+}
+
 }  // namespace
+
+void quantize_q8_rows_portable(const float* x, size_t x_stride, int64_t cols, int group_size,
+                               int64_t row_begin, int64_t row_end, int8_t* xq, float* dx,
+                               float* qsum) {
+    const int64_t n_groups = cols / group_size;
+    for (int64_t t = row_begin; t < row_end; ++t) {
+        const float* xr = x + static_cast<size_t>(t) * x_stride;
+        int8_t* out = xq + static_cast<size_t>(t * cols);
+        for (int64_t group = 0; group < n_groups; ++group) {
+            const int64_t c0 = group * group_size;
+            float amax = 0.0F;
+            for (int64_t c = c0; c < c0 + group_size; ++c) {
+                const float magnitude = std::fabs(xr[c]);
+                amax = magnitude > amax ? magnitude : amax;
+            }
+            const float inverse = amax > 0.0F ? 127.0F / amax : 0.0F;
+            dx[t * n_groups + group] = amax / 127.0F;
+            int32_t total = 0;
+            for (int64_t block = c0; block < c0 + group_size; block += 64) {
+                for (int64_t k = 0; k < 32; ++k) {
+                    out[block + k] =
+                        static_cast<int8_t>(round_to_integer(xr[block + 2 * k] * inverse));
+                    out[block + 32 + k] =
+                        static_cast<int8_t>(round_to_integer(xr[block + 2 * k + 1] * inverse));
+                    total += out[block + k] + out[block + 32 + k];
+                }
+            }
+            qsum[t * n_groups + group] = dx[t * n_groups + group] * static_cast<float>(total);
+        }
+    }
+}
+
+void affine_q8_rows_portable(const Q8Call& call, int64_t row_begin, int64_t row_end) {
+    for (int64_t row = row_begin; row < row_end; ++row) {
+        for (int64_t t = 0; t < call.n_rows; ++t) {
+            call.y[static_cast<size_t>(t) * call.y_stride + static_cast<size_t>(row)] =
+                q8_dot(call, t, row);
+        }
+    }
+}
 
 void affine_rows_portable(const AffineCall& call, int64_t row_begin, int64_t row_end) {
     switch (call.w->bits) {

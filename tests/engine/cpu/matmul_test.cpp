@@ -388,5 +388,193 @@ TEST_F(Matmul, KernelPathOverride) {
     }
 }
 
+
+// ---- int8 activations (ActivationPrecision::Q8) -------------------------------------------
+
+// x's group quantized as matmul_kernels.h specifies, independently of the kernels:
+// step = max|x| / 127, q = round-half-even(x · (127 / max|x|)).
+struct QuantizedGroup {
+    float step = 0.0F;
+    std::vector<int> codes;
+};
+
+QuantizedGroup quantize_group(const float* x, int group_size) {
+    QuantizedGroup q;
+    float amax = 0.0F;
+    for (int c = 0; c < group_size; ++c) amax = std::max(amax, std::fabs(x[c]));
+    const float inverse = amax > 0.0F ? 127.0F / amax : 0.0F;
+    q.step = amax / 127.0F;
+    for (int c = 0; c < group_size; ++c) {
+        q.codes.push_back(static_cast<int>(std::nearbyint(x[c] * inverse)));
+    }
+    return q;
+}
+
+// Q8 against two references in double: the same sum with the test's own quantization of x
+// (only float rounding may differ), and the unquantized product (off by at most half a step of
+// each activation times |w|: the bias part also takes the quantized x).
+void expect_q8_matches_reference(const QuantizedMatrix& m, const std::vector<float>& x,
+                                 int64_t n_rows, const std::vector<float>& y,
+                                 const std::string& what) {
+    const AffineMatrix& w = m.view;
+    const int64_t n_groups = w.groups_per_row();
+    for (int64_t t = 0; t < n_rows; ++t) {
+        for (int64_t row = 0; row < w.rows; ++row) {
+            double same = 0.0;
+            double exact = 0.0;
+            double magnitude = 0.0;
+            double rounding = 0.0;
+            for (int64_t group = 0; group < n_groups; ++group) {
+                const float* xg = x.data() + t * w.cols + group * w.group_size;
+                const QuantizedGroup q = quantize_group(xg, w.group_size);
+                const size_t at = static_cast<size_t>(row * n_groups + group);
+                const double scale = bf16_to_float(m.scales[at]);
+                const double bias = bf16_to_float(m.biases[at]);
+                for (int c = 0; c < w.group_size; ++c) {
+                    const int64_t column = group * w.group_size + c;
+                    const double code =
+                        (m.dense[static_cast<size_t>(row * w.cols + column)] - bias) / scale;
+                    const double xq = q.step * q.codes[static_cast<size_t>(c)];
+                    const double weight = m.dense[static_cast<size_t>(row * w.cols + column)];
+                    same += scale * code * xq + bias * xq;
+                    exact += weight * xg[c];
+                    magnitude += (std::fabs(scale * code) + 2.0 * std::fabs(bias)) *
+                                 std::fabs(xg[c]);
+                    rounding += std::fabs(weight) * 0.5 * q.step;
+                }
+            }
+            const double got = y[static_cast<size_t>(t * w.rows + row)];
+            const double float_bound =
+                1e-6 + 2.0 * static_cast<double>(w.cols) * 1.2e-7 * magnitude;
+            ASSERT_NEAR(got, same, float_bound) << what << " t=" << t << " row=" << row;
+            ASSERT_NEAR(got, exact, float_bound + rounding * 1.001)
+                << what << " t=" << t << " row=" << row;
+        }
+    }
+}
+
+TEST_F(Matmul, Q8MatchesReferenceForEveryRowCount) {
+    ThreadPool pool(3);
+    for (const KernelPath path : paths()) {
+        set_kernel_path(path);
+        for (const int group_size : {64, 128}) {
+            const int64_t rows = 23;
+            const int64_t cols = int64_t{3} * group_size;
+            const QuantizedMatrix m = make_matrix(rows, cols, 4, group_size, 57 + group_size);
+            for (const int64_t n_rows : {1, 2, 3, 4, 5, 7, 66, 131}) {
+                auto x = random_vector(static_cast<size_t>(cols * n_rows), 59 + n_rows);
+                // A row of zeros (no scale to take) and one with a single large value.
+                std::fill(x.begin(), x.begin() + cols, 0.0F);
+                if (n_rows > 1) x[static_cast<size_t>(cols + 5)] = 40.0F;
+                std::vector<float> y(static_cast<size_t>(rows * n_rows), NAN);
+                matmul(m.view, x.data(), static_cast<size_t>(cols), n_rows, y.data(),
+                       static_cast<size_t>(rows), &pool, ActivationPrecision::Q8);
+                expect_q8_matches_reference(m, x, n_rows, y,
+                                            path_name(path) + " group=" +
+                                                std::to_string(group_size) + " n_rows=" +
+                                                std::to_string(n_rows));
+                if (HasFatalFailure()) return;
+            }
+        }
+    }
+}
+
+// Both families make the same activation bytes and the same fused sums: the same bits.
+TEST_F(Matmul, Q8FamiliesAgreeBitForBit) {
+    if (!cpu_has_avx2_fma()) GTEST_SKIP() << "no AVX2/FMA on this CPU";
+    for (const int group_size : {64, 128}) {
+        const int64_t rows = 11;
+        const int64_t cols = 2 * group_size + 256;
+        const QuantizedMatrix m = make_matrix(rows, cols, 4, group_size, 61);
+        for (const int64_t n_rows : {1, 4, 5, 50}) {
+            const size_t x_stride = static_cast<size_t>(cols) + 3;
+            const auto x = random_vector(x_stride * static_cast<size_t>(n_rows), 67);
+            std::vector<float> portable(static_cast<size_t>(rows * n_rows));
+            std::vector<float> avx2(portable.size());
+            set_kernel_path(KernelPath::Portable);
+            matmul(m.view, x.data(), x_stride, n_rows, portable.data(), static_cast<size_t>(rows),
+                   nullptr, ActivationPrecision::Q8);
+            set_kernel_path(KernelPath::Avx2);
+            matmul(m.view, x.data(), x_stride, n_rows, avx2.data(), static_cast<size_t>(rows),
+                   nullptr, ActivationPrecision::Q8);
+            ASSERT_EQ(std::memcmp(portable.data(), avx2.data(), avx2.size() * sizeof(float)), 0)
+                << "group=" << group_size << " n_rows=" << n_rows;
+        }
+    }
+}
+
+// As for F32: the same bytes for any thread count, and each row as if computed alone (decode,
+// prefill and MTP verification agree), across the one-row and tiled kernels.
+TEST_F(Matmul, Q8IsBitwiseIdenticalAcrossThreadCountsAndBatches) {
+    ThreadPool one(1);
+    ThreadPool two(2);
+    ThreadPool four(4);
+    for (const KernelPath path : paths()) {
+        set_kernel_path(path);
+        const int64_t rows = 517;
+        const int64_t cols = 640;
+        const QuantizedMatrix m = make_matrix(rows, cols, 4, 64, 71);
+        for (const int64_t n_rows : {2, 3, 4, 9, 70}) {
+            const auto x = random_vector(static_cast<size_t>(cols * n_rows), 73);
+            std::vector<std::vector<float>> results;
+            for (ThreadPool* pool : {&one, &two, &four}) {
+                std::vector<float> y(static_cast<size_t>(rows * n_rows));
+                matmul(m.view, x.data(), static_cast<size_t>(cols), n_rows, y.data(),
+                       static_cast<size_t>(rows), pool, ActivationPrecision::Q8);
+                results.push_back(std::move(y));
+            }
+            for (size_t index = 1; index < results.size(); ++index) {
+                ASSERT_EQ(std::memcmp(results[0].data(), results[index].data(),
+                                      results[0].size() * sizeof(float)),
+                          0)
+                    << path_name(path) << " n_rows=" << n_rows << " pool " << index;
+            }
+            for (int64_t t = 0; t < n_rows; ++t) {
+                std::vector<float> alone(static_cast<size_t>(rows));
+                matmul(m.view, x.data() + t * cols, static_cast<size_t>(cols), 1, alone.data(),
+                       static_cast<size_t>(rows), &two, ActivationPrecision::Q8);
+                ASSERT_EQ(std::memcmp(alone.data(), results[0].data() + t * rows,
+                                      alone.size() * sizeof(float)),
+                          0)
+                    << path_name(path) << " n_rows=" << n_rows << " t=" << t;
+            }
+        }
+    }
+}
+
+// Other bit widths and group sizes have no integer kernel: Q8 asks, F32 answers.
+TEST_F(Matmul, Q8LeavesOtherMatricesInFloat) {
+    for (const KernelPath path : paths()) {
+        set_kernel_path(path);
+        for (const auto& [bits, group_size] : {std::pair{4, 32}, {3, 64}, {8, 64}, {2, 128}}) {
+            const int64_t rows = 9;
+            const int64_t cols = 256;
+            const QuantizedMatrix m = make_matrix(rows, cols, bits, group_size, 79);
+            const auto x = random_vector(static_cast<size_t>(cols * 5), 83);
+            std::vector<float> f32(static_cast<size_t>(rows * 5));
+            std::vector<float> q8(f32.size());
+            matmul(m.view, x.data(), static_cast<size_t>(cols), 5, f32.data(),
+                   static_cast<size_t>(rows), nullptr, ActivationPrecision::F32);
+            matmul(m.view, x.data(), static_cast<size_t>(cols), 5, q8.data(),
+                   static_cast<size_t>(rows), nullptr, ActivationPrecision::Q8);
+            ASSERT_EQ(std::memcmp(f32.data(), q8.data(), q8.size() * sizeof(float)), 0)
+                << path_name(path) << " bits=" << bits << " group=" << group_size;
+        }
+    }
+}
+
+TEST(ActivationPrecisionNames, RoundTripAndRejectOthers) {
+    for (const ActivationPrecision a : {ActivationPrecision::F32, ActivationPrecision::Q8}) {
+        EXPECT_EQ(parse_activation_precision(activation_precision_name(a), "--x"), a);
+    }
+    try {
+        parse_activation_precision("int8", "--cpu-activations");
+        FAIL() << "accepted int8";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("--cpu-activations"), std::string::npos);
+        EXPECT_NE(std::string(e.what()).find("f32 or q8"), std::string::npos);
+    }
+}
+
 }  // namespace
 }  // namespace cherenkov::engine
