@@ -63,6 +63,7 @@ ServeOptions options_from(const serving::config::ServeConfig& c, const ServeArgs
     o.model.root = c.server.root;
     o.model.backend = c.server.backend;
     o.model.threads = static_cast<int>(c.server.threads);
+    o.model.cpu_activations = c.server.cpu_activations;
     o.model.prefill_quantum = c.limits.prefill_quantum;
     o.model.experts = static_cast<int>(c.experts.resident_bits);
     o.model.miss_experts = static_cast<int>(c.experts.miss_bits);

@@ -36,6 +36,7 @@ const std::vector<FlagReader>& flag_readers() {
         {"--max-ctx", [](A a) -> SettingValue { return a.max_ctx; }},
         {"--backend", [](A a) -> SettingValue { return a.model.backend; }},
         {"--threads", [](A a) -> SettingValue { return int64_t{a.model.threads}; }},
+        {"--cpu-activations", [](A a) -> SettingValue { return a.model.cpu_activations; }},
         {"--max-active", [](A a) -> SettingValue { return int64_t{a.max_active}; }},
         {"--max-queued", [](A a) -> SettingValue { return int64_t{a.max_queued}; }},
         {"--prefill-quantum", [](A a) -> SettingValue { return a.model.prefill_quantum.rows(); }},

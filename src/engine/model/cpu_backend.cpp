@@ -27,6 +27,7 @@ public:
         : ops_(ops), weights_(ops.weights_), c_(ops.weights_.config), state_(state), spec_(spec) {
         ctx_.config = &c_;
         ctx_.pool = &ops.pool_;
+        ctx_.activations = ops.activations_;
         ctx_.experts = &ops.experts_;
         ctx_.rope = &ops.rope_;
         ctx_.trace = spec.trace;
@@ -89,7 +90,7 @@ public:
     void mtp_linear(MtpLinear which, const float* x, int64_t n_rows, float* y) override {
         const Linear& l =
             which == MtpLinear::FcEmbedding ? weights_.mtp->fc_embedding : weights_.mtp->fc_hidden;
-        l.apply(x, n_rows, y, ctx_.pool);
+        l.apply(x, n_rows, y, ctx_.pool, ctx_.activations);
     }
     void add_per_stream(float* x, const float* f) override {
         const int64_t h = c_.hidden_size;
@@ -152,7 +153,7 @@ public:
     void head(Head which, const float* mix, int64_t n_rows) override {
         const Linear& lm_head = which == Head::Trunk ? weights_.lm_head : weights_.mtp->lm_head;
         logits_.resize(static_cast<size_t>(n_rows * c_.vocab_size));
-        lm_head.apply(mix, n_rows, logits_.data(), ctx_.pool);
+        lm_head.apply(mix, n_rows, logits_.data(), ctx_.pool, ctx_.activations);
         if (spec_.select == nullptr) return;
         tokens_ = ops_.selector_.select_rows(logits_, n_rows, c_.vocab_size, *spec_.select);
         if (!spec_.select->keep_logits) logits_.clear();
@@ -204,10 +205,12 @@ private:
     std::vector<int32_t> tokens_;
 };
 
-CpuBackendOps::CpuBackendOps(const ModelWeights& weights, ExpertSource& experts, ThreadPool& pool)
+CpuBackendOps::CpuBackendOps(const ModelWeights& weights, ExpertSource& experts, ThreadPool& pool,
+                             ActivationPrecision activations)
     : weights_(weights),
       experts_(experts),
       pool_(pool),
+      activations_(activations),
       rope_(weights.config.rope.rope_theta, weights.config.rotary_dim) {}
 
 SequenceState CpuBackendOps::new_sequence(int64_t max_ctx) const {

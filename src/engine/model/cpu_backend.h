@@ -16,7 +16,8 @@ class ThreadPool;
 
 class CpuBackendOps final : public BackendOps {
 public:
-    CpuBackendOps(const ModelWeights& weights, ExpertSource& experts, ThreadPool& pool);
+    CpuBackendOps(const ModelWeights& weights, ExpertSource& experts, ThreadPool& pool,
+                  ActivationPrecision activations);
 
     const char* name() const override { return "cpu"; }
     SequenceState new_sequence(int64_t max_ctx) const override;
@@ -31,6 +32,7 @@ private:
     const ModelWeights& weights_;
     ExpertSource& experts_;
     ThreadPool& pool_;
+    ActivationPrecision activations_;
     Rope rope_;
     TokenSelector selector_;  // scratch of the head's token selection
 };

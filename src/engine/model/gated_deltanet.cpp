@@ -35,13 +35,13 @@ void gated_deltanet_forward(const GatedDeltaNetWeights& weights, GatedDeltaNetSt
     const int64_t kept = taps - 1;
     std::vector<float> hist(static_cast<size_t>((kept + n_rows) * conv_dim));
     std::copy(state.conv.begin(), state.conv.end(), hist.begin());
-    weights.in_qkv.apply(mix, n_rows, hist.data() + kept * conv_dim, ctx.pool);
+    weights.in_qkv.apply(mix, n_rows, hist.data() + kept * conv_dim, ctx.pool, ctx.activations);
     std::vector<float> z(static_cast<size_t>(n_rows * value_dim));
-    weights.in_z.apply(mix, n_rows, z.data(), ctx.pool);
+    weights.in_z.apply(mix, n_rows, z.data(), ctx.pool, ctx.activations);
     std::vector<float> beta(static_cast<size_t>(n_rows * n_value_heads));
-    weights.in_b.apply(mix, n_rows, beta.data(), ctx.pool);
+    weights.in_b.apply(mix, n_rows, beta.data(), ctx.pool, ctx.activations);
     std::vector<float> decay(static_cast<size_t>(n_rows * n_value_heads));
-    weights.in_a.apply(mix, n_rows, decay.data(), ctx.pool);
+    weights.in_a.apply(mix, n_rows, decay.data(), ctx.pool, ctx.activations);
 
     // Causal depthwise conv + SiLU, then the per-head q/k normalization.
     std::vector<float> conv(static_cast<size_t>(n_rows * conv_dim));
@@ -119,7 +119,7 @@ void gated_deltanet_forward(const GatedDeltaNetWeights& weights, GatedDeltaNetSt
                 o[col] *= gate_activation(c.output_gate, zj[col]);
         }
     }
-    weights.out.apply(heads.data(), n_rows, y, ctx.pool);
+    weights.out.apply(heads.data(), n_rows, y, ctx.pool, ctx.activations);
 }
 
 }  // namespace cherenkov::engine

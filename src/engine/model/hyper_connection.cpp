@@ -20,10 +20,10 @@ void hyper_connection_mix(const HyperConnectionWeights& weights, const float* x,
                          normed.data() + t * width);
     }
     std::vector<float> down(static_cast<size_t>(n_rows * rank));
-    weights.down.apply(normed.data(), n_rows, down.data(), ctx.pool);
+    weights.down.apply(normed.data(), n_rows, down.data(), ctx.pool, ctx.activations);
     for (float& v : down) v = silu(v * inv_streams);
     std::vector<float> gates(static_cast<size_t>(n_rows * width));
-    weights.up.apply(down.data(), n_rows, gates.data(), ctx.pool);
+    weights.up.apply(down.data(), n_rows, gates.data(), ctx.pool, ctx.activations);
 
     for (int64_t t = 0; t < n_rows; ++t) {
         const float* g = gates.data() + t * width;
@@ -38,7 +38,7 @@ void hyper_connection_mix(const HyperConnectionWeights& weights, const float* x,
         }
     }
     if (inject != nullptr && weights.inject) {
-        weights.inject->apply(normed.data(), n_rows, inject, ctx.pool);
+        weights.inject->apply(normed.data(), n_rows, inject, ctx.pool, ctx.activations);
         for (int64_t i = 0; i < n_rows * n_streams; ++i) {
             inject[i] = 2.0F * sigmoid(inject[i] * inv_streams);
         }

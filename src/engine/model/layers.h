@@ -23,6 +23,7 @@ class ThreadPool;
 struct LayerContext {
     const model_data::qwen4_exp::Config* config = nullptr;
     ThreadPool* pool = nullptr;
+    ActivationPrecision activations = ActivationPrecision::F32;  // of every matmul
     ExpertSource* experts = nullptr;
     const Rope* rope = nullptr;
     ForwardTrace* trace = nullptr;

@@ -6,7 +6,9 @@
 
 namespace cherenkov::engine {
 
-Model::Model(const ModelWeights& weights, ExpertSource& experts, ThreadPool& pool)
-    : ComposedModel(weights, experts, std::make_unique<CpuBackendOps>(weights, experts, pool)) {}
+Model::Model(const ModelWeights& weights, ExpertSource& experts, ThreadPool& pool,
+             ActivationPrecision activations)
+    : ComposedModel(weights, experts,
+                    std::make_unique<CpuBackendOps>(weights, experts, pool, activations)) {}
 
 }  // namespace cherenkov::engine

@@ -5,6 +5,7 @@
 // one Model. Not thread-safe: one call at a time per Model.
 #pragma once
 
+#include "engine/cpu/matmul.h"
 #include "engine/model/composed_model.h"
 
 namespace cherenkov::engine {
@@ -14,8 +15,10 @@ class ThreadPool;
 
 class Model final : public ComposedModel {
 public:
-    // `weights`, `experts` and `pool` must outlive the model.
-    Model(const ModelWeights& weights, ExpertSource& experts, ThreadPool& pool);
+    // `weights`, `experts` and `pool` must outlive the model. `activations`: how activations
+    // meet quantized weights in the matmuls (engine/cpu/matmul.h); F32 is the reference.
+    Model(const ModelWeights& weights, ExpertSource& experts, ThreadPool& pool,
+          ActivationPrecision activations = ActivationPrecision::F32);
 };
 
 }  // namespace cherenkov::engine

@@ -265,11 +265,12 @@ LayerWeights load_layer(const Resolver& r, const ModelWeights& model, const std:
 
 }  // namespace
 
-void Linear::apply(const float* x, int64_t n_rows, float* y, ThreadPool* pool) const {
+void Linear::apply(const float* x, int64_t n_rows, float* y, ThreadPool* pool,
+                   ActivationPrecision activations) const {
     const size_t in = static_cast<size_t>(in_features());
     const size_t out = static_cast<size_t>(out_features());
     if (quantized) {
-        matmul(affine, x, in, n_rows, y, out, pool);
+        matmul(affine, x, in, n_rows, y, out, pool, activations);
     } else {
         matmul(dense, x, in, n_rows, y, out, pool);
     }

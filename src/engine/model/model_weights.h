@@ -13,6 +13,7 @@
 
 #include "base/file.h"
 #include "engine/cpu/affine_matrix.h"
+#include "engine/cpu/matmul.h"
 #include "model_data/qwen4_exp/config.h"
 #include "model_data/qwen4_exp/ngram_hashing.h"
 #include "store/manifest/store_manifest.h"
@@ -31,7 +32,9 @@ struct Linear {
     int64_t out_features() const { return quantized ? affine.rows : dense.rows; }
     int64_t in_features() const { return quantized ? affine.cols : dense.cols; }
     // y[t, :out] for t < n_rows; x and y rows are contiguous (stride = in / out features).
-    void apply(const float* x, int64_t n_rows, float* y, ThreadPool* pool) const;
+    // `activations`: how x meets quantized weights (engine/cpu/matmul.h).
+    void apply(const float* x, int64_t n_rows, float* y, ThreadPool* pool,
+               ActivationPrecision activations) const;
     // One row of W as floats (embedding lookup).
     void row(int64_t index, float* out) const;
 };

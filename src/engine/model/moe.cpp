@@ -29,7 +29,9 @@ Routing route(const MoeWeights& weights, const float* mix, int64_t n_rows, const
     const int64_t n_experts = c.num_experts;
     const int64_t top = c.num_experts_per_tok;
     std::vector<float> logits(static_cast<size_t>(n_rows * n_experts));
-    weights.router.apply(mix, n_rows, logits.data(), ctx.pool);
+    // Routing is a discrete choice on small margins: its matmul keeps float activations
+    // whatever the rest use (a flipped expert moves the output far more than rounding does).
+    weights.router.apply(mix, n_rows, logits.data(), ctx.pool, ActivationPrecision::F32);
     if (record) ctx.record("moe.router_logits", logits.data(), n_rows * n_experts);
     Routing r;
     r.experts.resize(static_cast<size_t>(n_rows * top));
@@ -62,14 +64,14 @@ Routing route(const MoeWeights& weights, const float* mix, int64_t n_rows, const
 
 // SwiGLU MLP on n rows: down(silu(gate(x)) · up(x)).
 void swiglu(const Linear& gate, const Linear& up, const Linear& down, const float* x,
-            int64_t n_rows, float* y, ThreadPool* pool) {
+            int64_t n_rows, float* y, ThreadPool* pool, ActivationPrecision activations) {
     const int64_t inter = gate.out_features();
     std::vector<float> g(static_cast<size_t>(n_rows * inter));
     std::vector<float> u(static_cast<size_t>(n_rows * inter));
-    gate.apply(x, n_rows, g.data(), pool);
-    up.apply(x, n_rows, u.data(), pool);
+    gate.apply(x, n_rows, g.data(), pool, activations);
+    up.apply(x, n_rows, u.data(), pool, activations);
     for (size_t i = 0; i < g.size(); ++i) g[i] = silu(g[i]) * u[i];
-    down.apply(g.data(), n_rows, y, pool);
+    down.apply(g.data(), n_rows, y, pool, activations);
 }
 
 Linear as_linear(const AffineMatrix& m) {
@@ -84,13 +86,14 @@ Linear as_linear(const AffineMatrix& m) {
 class RoutedOutputs final : public ExpertReceiver {
 public:
     RoutedOutputs(const Routing& routing, const float* mix, int64_t n_rows, int64_t top,
-                  int64_t hidden, ThreadPool* pool)
+                  int64_t hidden, ThreadPool* pool, ActivationPrecision activations)
         : routing_(routing),
           mix_(mix),
           n_slots_(n_rows * top),
           top_(top),
           hidden_(hidden),
           pool_(pool),
+          activations_(activations),
           outputs_(static_cast<size_t>(n_rows * top * hidden), 0.0F),
           delivered_(static_cast<size_t>(n_rows * top), 0) {}
 
@@ -108,7 +111,7 @@ public:
         }
         rows_out_.resize(static_cast<size_t>(n * h));
         swiglu(as_linear(expert.gate), as_linear(expert.up), as_linear(expert.down),
-               rows_in_.data(), n, rows_out_.data(), pool_);
+               rows_in_.data(), n, rows_out_.data(), pool_, activations_);
         for (int64_t i = 0; i < n; ++i) {
             const int64_t slot = slots_[static_cast<size_t>(i)];
             std::copy(rows_out_.begin() + i * h, rows_out_.begin() + (i + 1) * h,
@@ -129,6 +132,7 @@ private:
     int64_t top_;
     int64_t hidden_;
     ThreadPool* pool_;
+    ActivationPrecision activations_;
     std::vector<float> outputs_;   // [T·k, H]
     std::vector<char> delivered_;  // [T·k]
     std::vector<float> rows_in_;
@@ -160,15 +164,15 @@ void moe_forward(const MoeWeights& weights, const MoeWeights* next, const float*
     // Shared expert first (no IO).
     std::vector<float> shared(static_cast<size_t>(n_rows * h));
     swiglu(weights.shared_gate, weights.shared_up, weights.shared_down, mix, n_rows, shared.data(),
-           ctx.pool);
+           ctx.pool, ctx.activations);
     ctx.record("moe.shared_out", shared.data(), n_rows * h);
     std::vector<float> shared_gate(static_cast<size_t>(n_rows));
-    weights.shared_expert_gate.apply(mix, n_rows, shared_gate.data(), ctx.pool);
+    weights.shared_expert_gate.apply(mix, n_rows, shared_gate.data(), ctx.pool, ctx.activations);
 
     // Routed experts, in groups the source can pin at once; each expert is computed on the rows
     // that chose it as soon as its record is ready. Outputs are kept per (row, slot) and summed
     // afterwards in a fixed order.
-    RoutedOutputs routed_outputs(routing, mix, n_rows, top, h, ctx.pool);
+    RoutedOutputs routed_outputs(routing, mix, n_rows, top, h, ctx.pool, ctx.activations);
     fetch_in_groups(*ctx.experts, weights.table_layer, requests, routed_outputs);
 
     // routed = Σ w_e · y_e in increasing expert index (the reference's order).

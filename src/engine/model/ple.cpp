@@ -31,9 +31,9 @@ void ple_forward(const PleWeights& weights, PleState& state, std::span<const int
     ctx.record("ple.embedding", embedding.data(), n_rows * p_dim);
 
     std::vector<float> keys(static_cast<size_t>(n_rows * width));
-    weights.key.apply(embedding.data(), n_rows, keys.data(), ctx.pool);
+    weights.key.apply(embedding.data(), n_rows, keys.data(), ctx.pool, ctx.activations);
     std::vector<float> value(static_cast<size_t>(n_rows * h));
-    weights.value.apply(embedding.data(), n_rows, value.data(), ctx.pool);
+    weights.value.apply(embedding.data(), n_rows, value.data(), ctx.pool, ctx.activations);
 
     // hist = [the state's Gn rows ; this call's Gn rows]
     std::vector<float> hist(static_cast<size_t>((history + n_rows) * width));

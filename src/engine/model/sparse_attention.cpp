@@ -120,7 +120,8 @@ void sparse_attention_forward(const SparseAttentionWeights& weights, AttentionCa
         const int64_t di = ix.head_dim;
         const int64_t qk_width = (ix.n_heads + 1) * di;
         std::vector<float> qk(static_cast<size_t>(n_rows * qk_width));
-        weights.index_qk.apply(mix, n_rows, qk.data(), ctx.pool);
+        // Block selection is a discrete choice, like routing: float activations always.
+        weights.index_qk.apply(mix, n_rows, qk.data(), ctx.pool, ActivationPrecision::F32);
         index_queries.resize(static_cast<size_t>(n_rows * ix.n_heads * di));
         for (int64_t t = 0; t < n_rows; ++t) {
             for (int64_t h = 0; h < ix.n_heads; ++h) {
@@ -135,11 +136,11 @@ void sparse_attention_forward(const SparseAttentionWeights& weights, AttentionCa
 
     // Queries (with gates), keys and values.
     std::vector<float> qg(static_cast<size_t>(n_rows * n_heads * 2 * d));
-    weights.q.apply(mix, n_rows, qg.data(), ctx.pool);
+    weights.q.apply(mix, n_rows, qg.data(), ctx.pool, ctx.activations);
     std::vector<float> k(static_cast<size_t>(n_rows * kv_width));
-    weights.k.apply(mix, n_rows, k.data(), ctx.pool);
+    weights.k.apply(mix, n_rows, k.data(), ctx.pool, ctx.activations);
     std::vector<float> v(static_cast<size_t>(n_rows * kv_width));
-    weights.v.apply(mix, n_rows, v.data(), ctx.pool);
+    weights.v.apply(mix, n_rows, v.data(), ctx.pool, ctx.activations);
     for (int64_t t = 0; t < n_rows; ++t) {
         const int64_t position = first_position + t;
         for (int64_t h = 0; h < n_heads; ++h) {
@@ -205,7 +206,7 @@ void sparse_attention_forward(const SparseAttentionWeights& weights, AttentionCa
     });
     ctx.record("qsa.margin", margins.data(), n_rows);
     if (!selections.empty()) ctx.record("qsa.selected_blocks", selections.data(), n_rows * top);
-    weights.o.apply(gated.data(), n_rows, y, ctx.pool);
+    weights.o.apply(gated.data(), n_rows, y, ctx.pool, ctx.activations);
 }
 
 }  // namespace cherenkov::engine

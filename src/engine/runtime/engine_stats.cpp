@@ -26,6 +26,7 @@ nlohmann::json memory_json(const EngineStats& stats) {
     if (stats.experts) out["expert_hit_rate"] = stats.experts->hit_rate();
     out["experts_read_bytes"] = stats.experts_read_bytes;
     out["backend"] = stats.backend;
+    out["cpu_activations"] = stats.cpu_activations;
     out["prefill_quantum"] = stats.prefill_quantum;
     out["prefill_chunk_tokens"] = stats.prefill_chunk_tokens;
     if (nlohmann::json device = backend_stats_json(stats.backend_stats); !device.is_null())

@@ -52,6 +52,9 @@ struct EngineStats {
     double uptime_seconds = 0.0;  // since the model finished loading
     double load_seconds = 0.0;
     std::string backend;  // "cpu", "cuda"
+    // The CPU model's activations in its matmuls: "f32" or "q8" (engine/cpu/matmul.h); with
+    // cuda, the --check reference's ("f32").
+    std::string cpu_activations = "f32";
     int expert_bits = 4;
     int64_t prefill_quantum = 0;
     int64_t prefill_chunk_tokens = 0;

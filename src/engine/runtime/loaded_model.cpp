@@ -205,7 +205,8 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
                                        prefill_scratch_row_bytes(loaded->weights_->config);
     // The host expert source with `pool` (the table in place when Mapped), and the CPU model
     // over it.
-    const auto build_host_side = [&](const PoolSetting& pool) {
+    // `activations`: the CPU model's matmuls; with cuda it is the --check reference, so F32.
+    const auto build_host_side = [&](const PoolSetting& pool, ActivationPrecision activations) {
         ExpertSourceOptions source = base;
         source.pool = pool;
         BuiltExpertSource built = make_expert_source(std::move(source));
@@ -215,7 +216,9 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
         loaded->pool_description_ = built.budget.description;
         if (!loaded->pool_) loaded->pool_ = std::make_unique<ThreadPool>(options.threads);
         loaded->model_ =
-            std::make_unique<Model>(*loaded->weights_, *loaded->experts_, *loaded->pool_);
+            std::make_unique<Model>(*loaded->weights_, *loaded->experts_, *loaded->pool_,
+                                    activations);
+        loaded->cpu_activations_ = activations;
         loaded->backend_ = loaded->model_.get();
     };
     std::string backend = resolve_backend(options.backend);
@@ -231,7 +234,7 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
         // The device copies records out of the host pool by DMA: buffered reads leave them out
         // of the CPU caches (record_reader.h; --tuning nt_fill=off for A/B runs).
         if (options.tuning.nt_fill) base.cache.open_reader = open_file_record_reader_for_dma;
-        build_host_side(options.host_pool);
+        build_host_side(options.host_pool, ActivationPrecision::F32);
         cuda::CudaModelOptions device;
         device.pool = options.pool;
         device.max_rows = base.max_rows;
@@ -260,7 +263,7 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
     }
     if (backend == "cpu") {
         base.reserve_bytes = cpu_chunk_scratch;
-        build_host_side(options.pool);
+        build_host_side(options.pool, options.cpu_activations);
     }
     loaded->backend_name_ = backend;
     if (options.check) {
@@ -288,6 +291,7 @@ EngineStats LoadedModel::observe(const SequenceState* state) const {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - loaded_at_).count();
     stats.load_seconds = load_seconds_;
     stats.backend = backend_name_;
+    stats.cpu_activations = activation_precision_name(cpu_activations_);
     stats.expert_bits = expert_bits_;
     stats.prefill_quantum = prefill_quantum_.rows();
     stats.prefill_chunk_tokens = prefill_chunk_tokens();

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "engine/cpu/matmul.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/experts/expert_source.h"
 #include "engine/experts/pool_setting.h"
@@ -27,6 +28,8 @@ struct LoadOptions {
     int expert_bits = 4;  // 4, 3 or 2: which expert table serves routed experts
     int miss_bits = 0;    // --miss-experts: precision of unpredicted misses (0: expert_bits)
     int threads = 0;      // 0: every online CPU
+    // --cpu-activations: how the CPU backend's matmuls take activations (engine/cpu/matmul.h).
+    ActivationPrecision cpu_activations = ActivationPrecision::F32;
     // --pool-gb: N (decimal GB), max, adaptive; 0: no cache; mapped (cpu): the table in place.
     // With cuda it sizes the device expert pool (mapped is then refused).
     PoolSetting pool;
@@ -138,6 +141,7 @@ private:
     std::string backend_name_ = "cpu";
     double load_seconds_ = 0.0;
     int expert_bits_ = 4;
+    ActivationPrecision cpu_activations_ = ActivationPrecision::F32;
     PrefillQuantum prefill_quantum_;
     uint64_t pool_bytes_ = 0;
     std::string pool_description_;

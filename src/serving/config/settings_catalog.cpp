@@ -174,6 +174,14 @@ std::vector<Setting> build_settings() {
          .flag = "--threads",
          .comment = "CPU threads; 0: every online CPU"},
         [](auto& c) -> auto& { return c.server.threads; }));
+    s.push_back(make(
+        {.key = "server.cpu_activations",
+         .kind = K::Text,
+         .words = {"f32", "q8"},
+         .flag = "--cpu-activations",
+         .comment = "CPU backend: activations in the 4-bit matmuls, f32 (the reference "
+                    "order) or q8 (int8, integer products: faster)"},
+        [](auto& c) -> auto& { return c.server.cpu_activations; }));
     // [limits]
     s.push_back(make(
         {.key = "limits.max_active",

@@ -44,11 +44,13 @@ inline const std::string& packed_fixture(const std::string& checkpoint) {
 }
 
 struct FixtureEngine {
-    explicit FixtureEngine(const std::string& checkpoint, int threads = 1)
+    explicit FixtureEngine(
+        const std::string& checkpoint, int threads = 1,
+        engine::ActivationPrecision activations = engine::ActivationPrecision::F32)
         : weights(engine::load_model_weights(packed_fixture(checkpoint))),
           experts(weights->store_dir + "/experts.bin", weights->manifest.experts),
           pool(threads),
-          model(*weights, experts, pool) {}
+          model(*weights, experts, pool, activations) {}
 
     std::unique_ptr<engine::ModelWeights> weights;
     engine::DirectExpertReader experts;

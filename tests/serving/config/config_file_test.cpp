@@ -24,6 +24,7 @@ socket = "run/control.sock"
 max_ctx = 8192
 backend = "cpu"
 threads = 6
+cpu_activations = "q8"
 
 [limits]
 max_active = 4
@@ -94,6 +95,7 @@ TEST(ConfigFile, ParsesEveryKey) {
     EXPECT_EQ(c.server.max_ctx, 8192);
     EXPECT_EQ(c.server.backend, "cpu");
     EXPECT_EQ(c.server.threads, 6);
+    EXPECT_EQ(c.server.cpu_activations, "q8");
     EXPECT_EQ(c.limits.max_active, 4);
     EXPECT_EQ(c.limits.max_queued, 32);
     EXPECT_EQ(c.limits.max_body_mb, 16);
