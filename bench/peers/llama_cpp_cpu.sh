@@ -16,13 +16,14 @@
 #   ram     everything in RAM: llama.cpp -ngl 0 (the GGUF mapped, its pages cached) with its
 #           weights repacked at load (--repack 1, the default) and used where mapped (--repack 0),
 #           Cherenkov --backend cpu with an expert cache that holds every expert (--pool-gb max)
-#           and with the expert table used in place from the page cache (--pool-gb mapped);
+#           and with the expert table used in place from the page cache (--pool-gb mapped), and
+#           with int8 activations (--cpu-activations q8) and the cache;
 #   stream  experts mostly on disk, when a memory cgroup can be made (bench/peers/memlimit.py):
 #           llama.cpp from mmap (--repack 0: a repacked model lives in anonymous memory) under a
 #           memory limit of its anonymous peak + the GGUF's dense tensors but the embedding
 #           tables + --stream-share % of its expert tensors, the GGUF's pages evicted first;
 #           Cherenkov under the same limit with a cache of --stream-share % of the expert table,
-#           reading misses with O_DIRECT, the store's pages evicted first.
+#           reading misses with O_DIRECT, the store's pages evicted first (f32 and q8 activations).
 # The memory bandwidth limit (a 1 GiB copy, read + write bytes a second) is measured in the same
 # run. Each regime first waits (up to --quiet-wait s) for the 1-minute load average to fall below
 # --max-load, records /proc/loadavg before and after, and keeps --marker (when given) in place
@@ -151,6 +152,8 @@ cherenkov=("$binary" bench "$dir/store" --backend cpu --threads "$threads" --pro
     --repack 1,0 "${common[@]}"
 [[ -s "$res/cherenkov_ram.json" ]] || measure cherenkov_ram run_into "$res/cherenkov_ram" "${cherenkov[@]}" --pool-gb max
 [[ -s "$res/cherenkov_mapped.json" ]] || measure cherenkov_mapped run_into "$res/cherenkov_mapped" "${cherenkov[@]}" --pool-gb mapped
+[[ -s "$res/cherenkov_ram_q8.json" ]] ||
+    measure cherenkov_ram_q8 run_into "$res/cherenkov_ram_q8" "${cherenkov[@]}" --pool-gb max --cpu-activations q8
 
 # ---------------------------------------------------------------- experts streamed from disk
 if ! "$memlimit" --check >/dev/null 2>"$res/stream_skipped.txt"; then
@@ -186,4 +189,8 @@ for file in "$dir"/store/*; do evict+=(--evict "$file"); done
 [[ -s "$res/cherenkov_stream.json" ]] ||
     measure cherenkov_stream run_into "$res/cherenkov_stream" "$memlimit" --limit "$limit" \
         "${evict[@]}" --report "$res/cherenkov_stream_mem.json" -- "${cherenkov[@]}" --pool-gb "$pool"
+[[ -s "$res/cherenkov_stream_q8.json" ]] ||
+    measure cherenkov_stream_q8 run_into "$res/cherenkov_stream_q8" "$memlimit" --limit "$limit" \
+        "${evict[@]}" --report "$res/cherenkov_stream_q8_mem.json" -- "${cherenkov[@]}" --pool-gb "$pool" \
+        --cpu-activations q8
 python3 "$repo/bench/peers/peer_table.py" --cpu "$out" "$tag" "$dir/store" | tee "$res/table.md"

@@ -136,7 +136,7 @@ def cpu_main(out_dir, tag, store_dir):
     ram = llama_rates(load(os.path.join(res, "llama_ram.json")), best=True)
     stream = llama_rates(load(os.path.join(res, "llama_stream.json")), best=True)
     memory = {name: load(os.path.join(res, f"{name}_mem.json")) or {}
-              for name in ("llama_stream", "cherenkov_stream")}
+              for name in ("llama_stream", "cherenkov_stream", "cherenkov_stream_q8")}
     limit = (load(os.path.join(res, "stream_limit.json")) or {}).get("limit_bytes")
 
     def ours(name, key):
@@ -144,26 +144,38 @@ def cpu_main(out_dir, tag, store_dir):
 
     def load_cell(*regimes):
         names = {"cherenkov_ram": "Cherenkov cache", "cherenkov_mapped": "Cherenkov mapped",
-                 "llama_ram": "llama.cpp", "cherenkov_stream": "Cherenkov", "llama_stream": "llama.cpp"}
+                 "cherenkov_ram_q8": "Cherenkov q8", "llama_ram": "llama.cpp",
+                 "cherenkov_stream": "Cherenkov", "cherenkov_stream_q8": "Cherenkov q8",
+                 "llama_stream": "llama.cpp"}
         return "; ".join(f"{names[r]} {loads[r]}" for r in regimes if r in loads) or "-"
 
     rows = []
     for kind, key, label in (("pp", "best_prefill_tokens_per_second", "prefill"),
                              ("tg", "best_decode_tokens_per_second", "decode")):
-        pool, mapped = ours("ram", key), ours("mapped", key)
+        pool, mapped, q8 = ours("ram", key), ours("mapped", key), ours("ram_q8", key)
         quants = ("Q4_0", "Q4_K_M", "Q4_0 --repack 0", "Q4_K_M --repack 0")
         theirs = [(q, ram.get((q, kind), [])) for q in quants]
-        rows.append((f"in RAM, {label}", f"{span(pool)} (cache of every expert); {span(mapped)} (mapped)",
-                     ", ".join(f"{span(v)} ({q})" for q, v in theirs if v),
-                     ratio(pool + mapped, [x for _, v in theirs for x in v]),
-                     load_cell("cherenkov_ram", "cherenkov_mapped", "llama_ram")))
+        all_theirs = [x for _, v in theirs for x in v]
+        ours_text = f"{span(pool)} (cache of every expert); {span(mapped)} (mapped)"
+        ratio_text = ratio(pool + mapped, all_theirs)
+        if q8:
+            ours_text += f"; {span(q8)} (`--cpu-activations q8`, cache)"
+            ratio_text = f"{ratio_text} (f32); {ratio(q8, all_theirs)} (q8)"
+        rows.append((f"in RAM, {label}", ours_text,
+                     ", ".join(f"{span(v)} ({q})" for q, v in theirs if v), ratio_text,
+                     load_cell("cherenkov_ram", "cherenkov_mapped", "cherenkov_ram_q8", "llama_ram")))
     if limit:
         for kind, key, label in (("pp", "best_prefill_tokens_per_second", "prefill"),
                                  ("tg", "best_decode_tokens_per_second", "decode")):
             theirs = stream.get(("Q4_0 --repack 0", kind), [])
-            rows.append((f"streamed, {limit / 2**30:.2f} GiB limit, {label}", span(ours("stream", key)),
-                         f"{span(theirs)} (Q4_0 --repack 0, mapped)", ratio(ours("stream", key), theirs),
-                         load_cell("cherenkov_stream", "llama_stream")))
+            f32, q8 = ours("stream", key), ours("stream_q8", key)
+            ours_text, ratio_text = span(f32), ratio(f32, theirs)
+            if q8:
+                ours_text += f" (f32); {span(q8)} (q8)"
+                ratio_text = f"{ratio_text} (f32); {ratio(q8, theirs)} (q8)"
+            rows.append((f"streamed, {limit / 2**30:.2f} GiB limit, {label}", ours_text,
+                         f"{span(theirs)} (Q4_0 --repack 0, mapped)", ratio_text,
+                         load_cell("cherenkov_stream", "cherenkov_stream_q8", "llama_stream")))
     elif os.path.exists(os.path.join(res, "stream_skipped.txt")):
         with open(os.path.join(res, "stream_skipped.txt")) as f:
             rows.append(("streamed", "not run", "not run", f"no memory limit here: {f.read().strip()}", "-"))
@@ -182,13 +194,14 @@ def cpu_main(out_dir, tag, store_dir):
     copy = limits.get("ram_copy_gbps")
     if per_token and copy:
         roof = copy * 1e9 / per_token
-        best = {"Cherenkov": ours("ram", "best_decode_tokens_per_second") + ours("mapped", "best_decode_tokens_per_second"),
+        best = {"Cherenkov": ours("ram", "best_decode_tokens_per_second") + ours("mapped", "best_decode_tokens_per_second")
+                + ours("ram_q8", "best_decode_tokens_per_second"),
                 "llama.cpp": [x for (_, kind), v in ram.items() if kind == "tg" for x in v]}
         shares = ", ".join(f"{name} {100 * max(v) / roof:.0f}%" for name, v in best.items() if v)
         print(f"\nA decode token reads {per_token / 1e6:.1f} MB (dense weights without the embedding, plus "
               f"top-k experts in every layer); at the measured RAM copy rate of {copy:.1f} GB/s (read + "
               f"write) the bound is {roof:.1f} tok/s; best in-RAM decode: {shares} of it.")
-    for name in ("llama_stream", "cherenkov_stream"):
+    for name in ("llama_stream", "cherenkov_stream", "cherenkov_stream_q8"):
         m = memory[name]
         if m:
             print(f"{name}: peak {m.get('peak_usage_bytes', 0) / 2**30:.2f} GiB in the cgroup "

@@ -106,6 +106,26 @@ def test_a_mapped_expert_table_gives_the_same_output_as_the_cache(run_cli, store
         assert "no CUDA device" in cuda.stderr or "built without CUDA" in cuda.stderr
 
 
+def test_int8_activations_stay_near_the_reference_and_are_reported(run_cli, stores):
+    """`--cpu-activations q8`: the logits move off the transformers reference by an 8-bit rounding of
+    the activations (docs/engine.md), not by the float path's 1e-5; the report names the mode."""
+    ref = load_file(str(FIXTURES / "tiny_c" / "reference" / "logits.safetensors"))
+    ids = ref["input_ids.len33"].tolist()
+    args = ["logits", stores["c"], "--tokens", ",".join(map(str, ids)), "--full", "--json"]
+    expected = ref["logits.len33"]
+    f32 = np.array(json.loads(run_cli(*args).stdout)["logits"], dtype=np.float32).reshape(expected.shape)
+    q8 = np.array(json.loads(run_cli(*args, "--cpu-activations", "q8").stdout)["logits"],
+                  dtype=np.float32).reshape(expected.shape)
+    assert np.abs(f32 - expected).max() < 1e-3
+    relative = np.sqrt(np.mean((q8 - expected) ** 2) / np.mean(expected ** 2))
+    assert 1e-4 < relative < 0.05
+    report = json.loads(run_cli("bench", stores["a"], "--prompt-tokens", "8", "--gen-tokens", "4", "--repeat", "1",
+                                "--cpu-activations", "q8", "--json").stdout)
+    assert report["memory"]["cpu_activations"] == "q8"
+    bad = run_cli(stores["a"], "hi", "--cpu-activations", "int8", check=False)
+    assert bad.returncode != 0 and "--cpu-activations" in bad.stderr
+
+
 def test_bench_measures_sampled_decoding(run_cli, stores):
     args = ["bench", stores["a"], "--prompt-tokens", "8", "--gen-tokens", "6", "--repeat", "1", "--json"]
     report = json.loads(run_cli(*args, "--temperature", "0.8", "--top-p", "0.9").stdout)

@@ -125,3 +125,25 @@ def test_cpu_table_compares_in_ram_and_streamed(tmp_path):
     table = rows(text)
     assert table["in RAM, prefill"][2] == f"{60 / 100:.2f}x"
     assert table["streamed, 1.00 GiB limit, decode"][2] == f"{9 / 1:.2f}x"
+
+
+def test_cpu_table_adds_int8_activations_beside_float(tmp_path):
+    out = tmp_path / "results"
+    res = out / "E8-L2"
+    res.mkdir(parents=True)
+    write(out, "machine.txt", "cpu: Test CPU\ncpus: 2\nmemory: 8 GiB\n")
+    write(res, "llama_ram.json", [llama("q4_0", 128, 0, 100.0, repack=True), llama("q4_0", 0, 32, 20.0, repack=True)])
+    write(res, "cherenkov_ram.json", ours(60.0, 12.0))
+    write(res, "cherenkov_mapped.json", ours(55.0, 11.0))
+    write(res, "cherenkov_ram_q8.json", ours(90.0, 25.0))
+    write(res, "stream_limit.json", {"limit_bytes": 2**30})
+    write(res, "llama_stream.json", [llama("q4_0", 128, 0, 30.0, repack=False), llama("q4_0", 0, 32, 1.0, repack=False)])
+    write(res, "cherenkov_stream.json", ours(50.0, 9.0))
+    write(res, "cherenkov_stream_q8.json", ours(70.0, 14.0))
+    table = rows(run_table("--cpu", out, "E8-L2", tmp_path / "no-store"))
+    decode = table["in RAM, decode"]
+    assert "25.0 (`--cpu-activations q8`, cache)" in decode[0]
+    assert decode[2] == f"{12 / 20:.2f}x (f32); {25 / 20:.2f}x (q8)"
+    streamed = table["streamed, 1.00 GiB limit, prefill"]
+    assert streamed[0] == "50.0 (f32); 70.0 (q8)"
+    assert streamed[2] == f"{50 / 30:.2f}x (f32); {70 / 30:.2f}x (q8)"
