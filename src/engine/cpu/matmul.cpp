@@ -3,8 +3,10 @@
 #include "engine/cpu/matmul.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -18,8 +20,8 @@ namespace {
 
 using matmul_detail::AffineCall;
 using matmul_detail::F32Call;
-using matmul_detail::Q8Call;
 using matmul_detail::kRowTile;
+using matmul_detail::Q8Call;
 
 // The override set by set_kernel_path (tests and benchmarks only; the engine never sets it).
 std::atomic<KernelPath> requested_path{KernelPath::Auto};
@@ -80,21 +82,34 @@ size_t tile_grain(int64_t cols, int64_t n_rows) {
         std::max<int64_t>(1, (kMinMacsPerRange + macs_per_tile - 1) / macs_per_tile));
 }
 
-// Calls kernel(call, row_begin, row_end) over [0, rows) in ranges of whole row tiles.
+// Calls kernel(calls[i], row_begin, row_end) over every call's rows [0, calls[i].w->rows) in
+// ranges of whole row tiles, the tiles of all calls in one pool operation (each range is cut
+// where one matrix ends and the next begins).
 template <typename Call>
-void run_over_rows(const Call& call, int64_t rows, int64_t cols, int64_t n_rows,
-                   void (*kernel)(const Call&, int64_t, int64_t), ThreadPool* pool) {
-    const auto n_tiles = static_cast<size_t>((rows + kRowTile - 1) / kRowTile);
+void run_over_matrices(std::span<const Call> calls, int64_t cols, int64_t n_rows,
+                       void (*kernel)(const Call&, int64_t, int64_t), ThreadPool* pool) {
+    size_t n_tiles = 0;
+    for (const Call& call : calls)
+        n_tiles += static_cast<size_t>((call.w->rows + kRowTile - 1) / kRowTile);
     const size_t grain = tile_grain(cols, n_rows);
+    const auto run_tiles = [&](size_t tile_begin, size_t tile_end) {
+        size_t first = 0;  // the first tile of the current matrix
+        for (const Call& call : calls) {
+            const auto tiles = static_cast<size_t>((call.w->rows + kRowTile - 1) / kRowTile);
+            const size_t begin = std::max(tile_begin, first);
+            const size_t end = std::min(tile_end, first + tiles);
+            if (begin < end) {
+                kernel(call, static_cast<int64_t>(begin - first) * kRowTile,
+                       std::min(call.w->rows, static_cast<int64_t>(end - first) * kRowTile));
+            }
+            first += tiles;
+        }
+    };
     if (pool == nullptr || pool->size() == 1 || n_tiles < 2 * grain) {
-        kernel(call, 0, rows);
+        run_tiles(0, n_tiles);
         return;
     }
-    pool->parallel_for(n_tiles, grain, [&](size_t tile_begin, size_t tile_end) {
-        const auto begin = static_cast<int64_t>(tile_begin) * kRowTile;
-        const int64_t end = std::min(rows, static_cast<int64_t>(tile_end) * kRowTile);
-        kernel(call, begin, end);
-    });
+    pool->parallel_for(n_tiles, grain, run_tiles);
 }
 
 // Group sums of x for the bias term, in the order matmul_kernels.h fixes: layout
@@ -175,6 +190,57 @@ void dequantize_row_bits(const AffineMatrix& w, int64_t row, float* out) {
     }
 }
 
+// Most matrices one matmul_shared_input call takes (calls live in a fixed array: no allocation).
+constexpr size_t kMaxSharedMatrices = 4;
+
+// y_i = x · w_iᵀ for matrices of one width and layout (checked by the callers): x prepared once,
+// every matrix's row tiles in one pool operation.
+void affine_matmul(std::span<const AffineMatrix* const> ws, const float* x, size_t x_stride,
+                   int64_t n_rows, std::span<float* const> ys, std::span<const size_t> y_strides,
+                   ThreadPool* pool, ActivationPrecision activations) {
+    const AffineMatrix& first = *ws[0];
+    const size_t stride = n_rows > 1 ? x_stride : static_cast<size_t>(first.cols);
+    const auto y_stride_of = [&](size_t i) {
+        return n_rows > 1 ? y_strides[i] : static_cast<size_t>(ws[i]->rows);
+    };
+    if (activations == ActivationPrecision::Q8 && matmul_detail::q8_supported(first)) {
+        Q8Call shared;
+        shared.n_rows = n_rows;
+        quantize_activations(x, stride, n_rows, first.cols, first.group_size, pool, shared);
+        std::array<Q8Call, kMaxSharedMatrices> calls;
+        for (size_t i = 0; i < ws.size(); ++i) {
+            calls[i] = shared;
+            calls[i].w = ws[i];
+            calls[i].y = ys[i];
+            calls[i].y_stride = y_stride_of(i);
+        }
+        const auto kernel = active_kernel_path() == KernelPath::Avx2
+                                ? &matmul_detail::affine_q8_rows_avx2
+                                : &matmul_detail::affine_q8_rows_portable;
+        run_over_matrices<Q8Call>(std::span(calls.data(), ws.size()), first.cols, n_rows, kernel,
+                                  pool);
+        return;
+    }
+    AffineCall shared;
+    shared.x = x;
+    shared.x_stride = stride;
+    shared.n_rows = n_rows;
+    shared.xsum =
+        x_group_sums(x, stride, n_rows, first.cols, first.group_size, &shared.xsum_stride);
+    std::array<AffineCall, kMaxSharedMatrices> calls;
+    for (size_t i = 0; i < ws.size(); ++i) {
+        calls[i] = shared;
+        calls[i].w = ws[i];
+        calls[i].y = ys[i];
+        calls[i].y_stride = y_stride_of(i);
+    }
+    const auto kernel = active_kernel_path() == KernelPath::Avx2
+                            ? &matmul_detail::affine_rows_avx2
+                            : &matmul_detail::affine_rows_portable;
+    run_over_matrices<AffineCall>(std::span(calls.data(), ws.size()), first.cols, n_rows, kernel,
+                                  pool);
+}
+
 }  // namespace
 
 const char* activation_precision_name(ActivationPrecision activations) {
@@ -213,33 +279,33 @@ void matmul(const AffineMatrix& w, const float* x, size_t x_stride, int64_t n_ro
     check_affine(w);
     check_call(w.rows, w.cols, x_stride, n_rows, y_stride, x, y);
     if (n_rows == 0 || w.rows == 0) return;
-    if (activations == ActivationPrecision::Q8 && matmul_detail::q8_supported(w)) {
-        const size_t stride = n_rows > 1 ? x_stride : static_cast<size_t>(w.cols);
-        Q8Call call;
-        call.w = &w;
-        call.n_rows = n_rows;
-        call.y = y;
-        call.y_stride = n_rows > 1 ? y_stride : static_cast<size_t>(w.rows);
-        quantize_activations(x, stride, n_rows, w.cols, w.group_size, pool, call);
-        const auto kernel = active_kernel_path() == KernelPath::Avx2
-                                ? &matmul_detail::affine_q8_rows_avx2
-                                : &matmul_detail::affine_q8_rows_portable;
-        run_over_rows(call, w.rows, w.cols, n_rows, kernel, pool);
-        return;
-    }
+    const AffineMatrix* const ws[] = {&w};
+    float* const ys[] = {y};
+    const size_t y_strides[] = {y_stride};
+    affine_matmul(ws, x, x_stride, n_rows, ys, y_strides, pool, activations);
+}
 
-    AffineCall call;
-    call.w = &w;
-    call.x = x;
-    call.x_stride = n_rows > 1 ? x_stride : static_cast<size_t>(w.cols);
-    call.n_rows = n_rows;
-    call.y = y;
-    call.y_stride = n_rows > 1 ? y_stride : static_cast<size_t>(w.rows);
-    call.xsum = x_group_sums(x, call.x_stride, n_rows, w.cols, w.group_size, &call.xsum_stride);
-    const auto kernel = active_kernel_path() == KernelPath::Avx2
-                            ? &matmul_detail::affine_rows_avx2
-                            : &matmul_detail::affine_rows_portable;
-    run_over_rows(call, w.rows, w.cols, n_rows, kernel, pool);
+void matmul_shared_input(std::span<const AffineMatrix* const> ws, const float* x, size_t x_stride,
+                         int64_t n_rows, std::span<float* const> ys, ThreadPool* pool,
+                         ActivationPrecision activations) {
+    if (ws.empty() || ws.size() != ys.size() || ws.size() > kMaxSharedMatrices) {
+        throw_invalid("[matmul] " + std::to_string(ws.size()) + " matrices and " +
+                      std::to_string(ys.size()) + " outputs (1 to " +
+                      std::to_string(kMaxSharedMatrices) + " of each)");
+    }
+    std::array<size_t, kMaxSharedMatrices> y_strides{};
+    for (size_t i = 0; i < ws.size(); ++i) {
+        const AffineMatrix& w = *ws[i];
+        check_affine(w);
+        if (w.cols != ws[0]->cols || w.bits != ws[0]->bits || w.group_size != ws[0]->group_size) {
+            throw_invalid("[matmul] matrices sharing an input differ in width, bits or group size");
+        }
+        y_strides[i] = static_cast<size_t>(w.rows);
+        check_call(w.rows, w.cols, x_stride, n_rows, y_strides[i], x, ys[i]);
+    }
+    if (n_rows == 0) return;
+    affine_matmul(ws, x, x_stride, n_rows, ys, std::span(y_strides.data(), ws.size()), pool,
+                  activations);
 }
 
 void matmul(const F32Matrix& w, const float* x, size_t x_stride, int64_t n_rows, float* y,
@@ -258,7 +324,7 @@ void matmul(const F32Matrix& w, const float* x, size_t x_stride, int64_t n_rows,
     const auto kernel = active_kernel_path() == KernelPath::Avx2
                             ? &matmul_detail::f32_rows_avx2
                             : &matmul_detail::f32_rows_portable;
-    run_over_rows(call, w.rows, w.cols, n_rows, kernel, pool);
+    run_over_matrices<F32Call>(std::span(&call, 1), w.cols, n_rows, kernel, pool);
 }
 
 void dequantize_row(const AffineMatrix& w, int64_t row, float* out) {

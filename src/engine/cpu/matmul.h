@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 #include "engine/cpu/affine_matrix.h"
@@ -32,6 +33,14 @@ ActivationPrecision parse_activation_precision(std::string_view text, std::strin
 void matmul(const AffineMatrix& w, const float* x, size_t x_stride, int64_t n_rows, float* y,
             size_t y_stride, ThreadPool* pool,
             ActivationPrecision activations = ActivationPrecision::F32);
+// One input against several affine matrices (1 to 4) of the same width, bits and group size,
+// such as an MoE expert's gate and up: x is prepared once (its group sums, or its int8 codes)
+// and the rows of every matrix are split over the pool in one operation, so short matrices make
+// longer streams and one start and join. ys[i] is [n_rows, ws[i]->rows]; each result is what
+// matmul gives for that matrix alone, bit for bit. Throws InvalidInput for other shapes.
+void matmul_shared_input(std::span<const AffineMatrix* const> ws, const float* x, size_t x_stride,
+                         int64_t n_rows, std::span<float* const> ys, ThreadPool* pool,
+                         ActivationPrecision activations = ActivationPrecision::F32);
 void matmul(const F32Matrix& w, const float* x, size_t x_stride, int64_t n_rows, float* y,
             size_t y_stride, ThreadPool* pool);
 

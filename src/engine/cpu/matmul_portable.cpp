@@ -101,8 +101,8 @@ void affine_rows_bits(const AffineCall& call, int64_t row_begin, int64_t row_end
     }
 }
 
-// v rounded to the nearest integer, ties to even, for |v| ≤ 2^22: adding and subtracting 1.5·2^23
-// leaves no fraction bits (plain float arithmetic: no libm call, and vectorizable).
+// v rounded to the nearest integer (ties to even) when |v| ≤ 2^22: adding and subtracting
+// 1.5·2^23 leaves no fraction bits (plain float arithmetic: no libm call, and vectorizable).
 inline float round_to_integer(float v) {
     constexpr float kShift = 12582912.0F;
     return (v + kShift) - kShift;
@@ -129,13 +129,12 @@ float q8_dot(const Q8Call& call, int64_t t, int64_t row) {
                 isum[j / 4] += (bytes[j] & 15) * even[j] + (bytes[j] >> 4) * odd[j];
             }
         }
-        const float scale =
-            bf16_to_float(w.scales[row * n_groups + group]) * dx[group];
+        const float scale = bf16_to_float(w.scales[row * n_groups + group]) * dx[group];
         for (int lane = 0; lane < 8; ++lane) {
             acc[lane] = std::fma(static_cast<float>(isum[lane]), scale, acc[lane]);
         }
-        bsum = std::fma(bf16_to_float(w.biases[row * n_groups + group]), call.qsum[t * n_groups + group],
-                        bsum);
+        bsum = std::fma(bf16_to_float(w.biases[row * n_groups + group]),
+                        call.qsum[t * n_groups + group], bsum);
     }
     return hsum8(acc) + bsum;
 }

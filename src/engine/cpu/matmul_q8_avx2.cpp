@@ -187,9 +187,9 @@ CHERENKOV_AVX2 inline __m256i pack_bytes(__m256i a, __m256i b, __m256i c, __m256
 
 }  // namespace
 
-CHERENKOV_AVX2 void quantize_q8_rows_avx2(const float* x, size_t x_stride, int64_t cols, int group_size,
-                           int64_t row_begin, int64_t row_end, int8_t* xq, float* dx,
-                           float* qsum) {
+CHERENKOV_AVX2 void quantize_q8_rows_avx2(const float* x, size_t x_stride, int64_t cols,
+                                          int group_size, int64_t row_begin, int64_t row_end,
+                                          int8_t* xq, float* dx, float* qsum) {
     const int64_t n_groups = cols / group_size;
     const __m256 sign = _mm256_set1_ps(-0.0F);
     for (int64_t t = row_begin; t < row_end; ++t) {
@@ -222,7 +222,8 @@ CHERENKOV_AVX2 void quantize_q8_rows_avx2(const float* x, size_t x_stride, int64
                     const __m256 o = _mm256_castpd_ps(_mm256_permute4x64_pd(
                         _mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8));
                     constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-                    even[k] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(e, scale), kNearest));
+                    even[k] =
+                        _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(e, scale), kNearest));
                     odd[k] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(o, scale), kNearest));
                 }
                 const __m256i even_bytes = pack_bytes(even[0], even[1], even[2], even[3]);

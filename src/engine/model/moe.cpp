@@ -68,8 +68,20 @@ void swiglu(const Linear& gate, const Linear& up, const Linear& down, const floa
     const int64_t inter = gate.out_features();
     std::vector<float> g(static_cast<size_t>(n_rows * inter));
     std::vector<float> u(static_cast<size_t>(n_rows * inter));
-    gate.apply(x, n_rows, g.data(), pool, activations);
-    up.apply(x, n_rows, u.data(), pool, activations);
+    const bool shared_input = gate.quantized && up.quantized && gate.bias == nullptr &&
+                              up.bias == nullptr && gate.affine.cols == up.affine.cols &&
+                              gate.affine.bits == up.affine.bits &&
+                              gate.affine.group_size == up.affine.group_size;
+    if (shared_input) {
+        // One preparation of x and one pool operation for both (same bits as two calls).
+        const AffineMatrix* const matrices[] = {&gate.affine, &up.affine};
+        float* const outputs[] = {g.data(), u.data()};
+        matmul_shared_input(matrices, x, static_cast<size_t>(gate.in_features()), n_rows, outputs,
+                            pool, activations);
+    } else {
+        gate.apply(x, n_rows, g.data(), pool, activations);
+        up.apply(x, n_rows, u.data(), pool, activations);
+    }
     for (size_t i = 0; i < g.size(); ++i) g[i] = silu(g[i]) * u[i];
     down.apply(g.data(), n_rows, y, pool, activations);
 }

@@ -576,5 +576,46 @@ TEST(ActivationPrecisionNames, RoundTripAndRejectOthers) {
     }
 }
 
+// Matrices sharing one input (an expert's gate and up) give what each gives alone, bit for bit,
+// whatever the precision, the kernel family and the thread count; mismatched layouts are refused.
+TEST_F(Matmul, SharedInputGivesEachMatrixItsOwnResult) {
+    ThreadPool one(1);
+    ThreadPool three(3);
+    const QuantizedMatrix gate = make_matrix(37, 256, 4, 64, 89);
+    const QuantizedMatrix up = make_matrix(5, 256, 4, 64, 97);
+    const QuantizedMatrix narrow = make_matrix(9, 256, 4, 128, 101);
+    for (const KernelPath path : paths()) {
+        set_kernel_path(path);
+        for (const ActivationPrecision a : {ActivationPrecision::F32, ActivationPrecision::Q8}) {
+            for (const int64_t n_rows : {1, 3, 6, 40}) {
+                const size_t x_stride = 256 + 3;
+                const auto x = random_vector(x_stride * static_cast<size_t>(n_rows), 103);
+                for (ThreadPool* pool : {&one, &three}) {
+                    std::vector<float> g(static_cast<size_t>(37 * n_rows));
+                    std::vector<float> u(static_cast<size_t>(5 * n_rows));
+                    const AffineMatrix* const ws[] = {&gate.view, &up.view};
+                    float* const ys[] = {g.data(), u.data()};
+                    matmul_shared_input(ws, x.data(), x_stride, n_rows, ys, pool, a);
+                    std::vector<float> g_alone(g.size());
+                    std::vector<float> u_alone(u.size());
+                    matmul(gate.view, x.data(), x_stride, n_rows, g_alone.data(), 37, pool, a);
+                    matmul(up.view, x.data(), x_stride, n_rows, u_alone.data(), 5, pool, a);
+                    ASSERT_EQ(std::memcmp(g.data(), g_alone.data(), g.size() * sizeof(float)), 0)
+                        << path_name(path) << " n_rows=" << n_rows;
+                    ASSERT_EQ(std::memcmp(u.data(), u_alone.data(), u.size() * sizeof(float)), 0)
+                        << path_name(path) << " n_rows=" << n_rows;
+                }
+            }
+        }
+    }
+    std::vector<float> y(64);
+    const auto x = random_vector(256, 107);
+    const AffineMatrix* const mixed[] = {&gate.view, &narrow.view};
+    float* const outputs[] = {y.data(), y.data()};
+    EXPECT_THROW(matmul_shared_input(mixed, x.data(), 256, 1, outputs, nullptr), Error);
+    EXPECT_THROW(matmul_shared_input(std::span(mixed, 1), x.data(), 256, 1, outputs, nullptr),
+                 Error);
+}
+
 }  // namespace
 }  // namespace cherenkov::engine

@@ -125,7 +125,8 @@ TEST_P(ReferenceLogits, Q8ActivationsStayNearTheReference) {
             error += d * d;
             signal += static_cast<double>(expected_checked[i]) * expected_checked[i];
         }
-        EXPECT_LE(std::sqrt(error / signal), kQ8RelativeRms) << c.checkpoint << " prompt " << prompt;
+        EXPECT_LE(std::sqrt(error / signal), kQ8RelativeRms)
+            << c.checkpoint << " prompt " << prompt;
         EXPECT_LE(diff, kQ8MaxAbs) << c.checkpoint << " prompt " << prompt;
         for (size_t t = 0; t < static_cast<size_t>(checked); ++t) {
             std::span<const float> ref(expected.data() + t * vocab, static_cast<size_t>(vocab));
