@@ -193,6 +193,23 @@ void dequantize_row_bits(const AffineMatrix& w, int64_t row, float* out) {
 // Most matrices one matmul_shared_input call takes (calls live in a fixed array: no allocation).
 constexpr size_t kMaxSharedMatrices = 4;
 
+// One call per matrix, each `shared` (x's preparation) with the matrix and its output, run over
+// all their rows in one pool operation.
+template <typename Call>
+void run_per_matrix(const Call& shared, std::span<const AffineMatrix* const> ws,
+                    std::span<float* const> ys, std::span<const size_t> y_strides,
+                    void (*kernel)(const Call&, int64_t, int64_t), ThreadPool* pool) {
+    std::array<Call, kMaxSharedMatrices> calls;
+    for (size_t i = 0; i < ws.size(); ++i) {
+        calls[i] = shared;
+        calls[i].w = ws[i];
+        calls[i].y = ys[i];
+        calls[i].y_stride = shared.n_rows > 1 ? y_strides[i] : static_cast<size_t>(ws[i]->rows);
+    }
+    run_over_matrices<Call>(std::span(calls.data(), ws.size()), ws[0]->cols, shared.n_rows, kernel,
+                            pool);
+}
+
 // y_i = x · w_iᵀ for matrices of one width and layout (checked by the callers): x prepared once,
 // every matrix's row tiles in one pool operation.
 void affine_matmul(std::span<const AffineMatrix* const> ws, const float* x, size_t x_stride,
@@ -200,25 +217,15 @@ void affine_matmul(std::span<const AffineMatrix* const> ws, const float* x, size
                    ThreadPool* pool, ActivationPrecision activations) {
     const AffineMatrix& first = *ws[0];
     const size_t stride = n_rows > 1 ? x_stride : static_cast<size_t>(first.cols);
-    const auto y_stride_of = [&](size_t i) {
-        return n_rows > 1 ? y_strides[i] : static_cast<size_t>(ws[i]->rows);
-    };
+    const bool avx2 = active_kernel_path() == KernelPath::Avx2;
     if (activations == ActivationPrecision::Q8 && matmul_detail::q8_supported(first)) {
         Q8Call shared;
         shared.n_rows = n_rows;
         quantize_activations(x, stride, n_rows, first.cols, first.group_size, pool, shared);
-        std::array<Q8Call, kMaxSharedMatrices> calls;
-        for (size_t i = 0; i < ws.size(); ++i) {
-            calls[i] = shared;
-            calls[i].w = ws[i];
-            calls[i].y = ys[i];
-            calls[i].y_stride = y_stride_of(i);
-        }
-        const auto kernel = active_kernel_path() == KernelPath::Avx2
-                                ? &matmul_detail::affine_q8_rows_avx2
-                                : &matmul_detail::affine_q8_rows_portable;
-        run_over_matrices<Q8Call>(std::span(calls.data(), ws.size()), first.cols, n_rows, kernel,
-                                  pool);
+        run_per_matrix(
+            shared, ws, ys, y_strides,
+            avx2 ? &matmul_detail::affine_q8_rows_avx2 : &matmul_detail::affine_q8_rows_portable,
+            pool);
         return;
     }
     AffineCall shared;
@@ -227,18 +234,9 @@ void affine_matmul(std::span<const AffineMatrix* const> ws, const float* x, size
     shared.n_rows = n_rows;
     shared.xsum =
         x_group_sums(x, stride, n_rows, first.cols, first.group_size, &shared.xsum_stride);
-    std::array<AffineCall, kMaxSharedMatrices> calls;
-    for (size_t i = 0; i < ws.size(); ++i) {
-        calls[i] = shared;
-        calls[i].w = ws[i];
-        calls[i].y = ys[i];
-        calls[i].y_stride = y_stride_of(i);
-    }
-    const auto kernel = active_kernel_path() == KernelPath::Avx2
-                            ? &matmul_detail::affine_rows_avx2
-                            : &matmul_detail::affine_rows_portable;
-    run_over_matrices<AffineCall>(std::span(calls.data(), ws.size()), first.cols, n_rows, kernel,
-                                  pool);
+    run_per_matrix(shared, ws, ys, y_strides,
+                   avx2 ? &matmul_detail::affine_rows_avx2 : &matmul_detail::affine_rows_portable,
+                   pool);
 }
 
 }  // namespace
