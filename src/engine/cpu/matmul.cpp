@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <cmath>
 #include <span>
 #include <string>
 #include <vector>
@@ -88,14 +87,16 @@ size_t tile_grain(int64_t cols, int64_t n_rows) {
 template <typename Call>
 void run_over_matrices(std::span<const Call> calls, int64_t cols, int64_t n_rows,
                        void (*kernel)(const Call&, int64_t, int64_t), ThreadPool* pool) {
+    const auto row_tiles = [](const Call& call) {
+        return static_cast<size_t>((call.w->rows + kRowTile - 1) / kRowTile);
+    };
     size_t n_tiles = 0;
-    for (const Call& call : calls)
-        n_tiles += static_cast<size_t>((call.w->rows + kRowTile - 1) / kRowTile);
+    for (const Call& call : calls) n_tiles += row_tiles(call);
     const size_t grain = tile_grain(cols, n_rows);
     const auto run_tiles = [&](size_t tile_begin, size_t tile_end) {
         size_t first = 0;  // the first tile of the current matrix
         for (const Call& call : calls) {
-            const auto tiles = static_cast<size_t>((call.w->rows + kRowTile - 1) / kRowTile);
+            const size_t tiles = row_tiles(call);
             const size_t begin = std::max(tile_begin, first);
             const size_t end = std::min(tile_end, first + tiles);
             if (begin < end) {
@@ -283,6 +284,10 @@ void matmul(const AffineMatrix& w, const float* x, size_t x_stride, int64_t n_ro
     affine_matmul(ws, x, x_stride, n_rows, ys, y_strides, pool, activations);
 }
 
+bool same_input_layout(const AffineMatrix& a, const AffineMatrix& b) {
+    return a.cols == b.cols && a.bits == b.bits && a.group_size == b.group_size;
+}
+
 void matmul_shared_input(std::span<const AffineMatrix* const> ws, const float* x, size_t x_stride,
                          int64_t n_rows, std::span<float* const> ys, ThreadPool* pool,
                          ActivationPrecision activations) {
@@ -295,7 +300,7 @@ void matmul_shared_input(std::span<const AffineMatrix* const> ws, const float* x
     for (size_t i = 0; i < ws.size(); ++i) {
         const AffineMatrix& w = *ws[i];
         check_affine(w);
-        if (w.cols != ws[0]->cols || w.bits != ws[0]->bits || w.group_size != ws[0]->group_size) {
+        if (!same_input_layout(w, *ws[0])) {
             throw_invalid("[matmul] matrices sharing an input differ in width, bits or group size");
         }
         y_strides[i] = static_cast<size_t>(w.rows);

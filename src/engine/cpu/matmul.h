@@ -33,6 +33,10 @@ ActivationPrecision parse_activation_precision(std::string_view text, std::strin
 void matmul(const AffineMatrix& w, const float* x, size_t x_stride, int64_t n_rows, float* y,
             size_t y_stride, ThreadPool* pool,
             ActivationPrecision activations = ActivationPrecision::F32);
+// Whether two affine matrices can share an input in matmul_shared_input: the same width, bits
+// and group size.
+bool same_input_layout(const AffineMatrix& a, const AffineMatrix& b);
+
 // One input against several affine matrices (1 to 4) of the same width, bits and group size,
 // such as an MoE expert's gate and up: x is prepared once (its group sums, or its int8 codes)
 // and the rows of every matrix are split over the pool in one operation, so short matrices make

@@ -69,9 +69,7 @@ void swiglu(const Linear& gate, const Linear& up, const Linear& down, const floa
     std::vector<float> g(static_cast<size_t>(n_rows * inter));
     std::vector<float> u(static_cast<size_t>(n_rows * inter));
     const bool shared_input = gate.quantized && up.quantized && gate.bias == nullptr &&
-                              up.bias == nullptr && gate.affine.cols == up.affine.cols &&
-                              gate.affine.bits == up.affine.bits &&
-                              gate.affine.group_size == up.affine.group_size;
+                              up.bias == nullptr && same_input_layout(gate.affine, up.affine);
     if (shared_input) {
         // One preparation of x and one pool operation for both (same bits as two calls).
         const AffineMatrix* const matrices[] = {&gate.affine, &up.affine};
