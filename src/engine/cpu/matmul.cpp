@@ -3,7 +3,6 @@
 #include "engine/cpu/matmul.h"
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <span>
 #include <string>
@@ -113,12 +112,21 @@ void run_over_matrices(std::span<const Call> calls, int64_t cols, int64_t n_rows
     pool->parallel_for(n_tiles, grain, run_tiles);
 }
 
+// What one input becomes before the kernels read it: its group sums (F32) or its int8 codes with
+// their steps and sums (Q8). Scratch of the calling thread (thread_local below), grown to the
+// largest call: the hot path allocates only while it grows.
+struct PreparedInput {
+    std::vector<float> sums;
+    std::vector<int8_t> codes;
+    std::vector<float> steps;
+    std::vector<float> code_sums;
+};
+
 // Group sums of x for the bias term, in the order matmul_kernels.h fixes: layout
-// [groups, stride] with stride = n_rows rounded up to 8 and zero padding. The scratch belongs to
-// the calling thread and grows to the largest call; the hot path allocates only while it grows.
+// [groups, stride] with stride = n_rows rounded up to 8 and zero padding.
 const float* x_group_sums(const float* x, size_t x_stride, int64_t n_rows, int64_t cols,
-                          int group_size, size_t* stride_out) {
-    thread_local std::vector<float> sums;
+                          int group_size, PreparedInput& scratch, size_t* stride_out) {
+    std::vector<float>& sums = scratch.sums;
     const int64_t n_groups = cols / group_size;
     const auto stride = static_cast<size_t>(round_up(n_rows, 8));
     if (sums.size() < static_cast<size_t>(n_groups) * stride) {
@@ -141,13 +149,14 @@ const float* x_group_sums(const float* x, size_t x_stride, int64_t n_rows, int64
     return sums.data();
 }
 
-// Each input row's groups as int8 with one scale a group, laid out as Q8Call says; thread-local
-// scratch like x_group_sums. Rows are split over the pool when there are many.
+// Each input row's groups as int8 with one scale a group, laid out as Q8Call says. Rows are
+// split over the pool when there are many.
 void quantize_activations(const float* x, size_t x_stride, int64_t n_rows, int64_t cols,
-                          int group_size, ThreadPool* pool, Q8Call& call) {
-    thread_local std::vector<int8_t> quantized;
-    thread_local std::vector<float> steps;
-    thread_local std::vector<float> sums;
+                          int group_size, ThreadPool* pool, PreparedInput& scratch,
+                          Q8Call& call) {
+    std::vector<int8_t>& quantized = scratch.codes;
+    std::vector<float>& steps = scratch.steps;
+    std::vector<float>& sums = scratch.code_sums;
     const int64_t n_groups = cols / group_size;
     quantized.resize(static_cast<size_t>(n_rows * cols));
     steps.resize(static_cast<size_t>(n_rows * n_groups));
@@ -191,53 +200,99 @@ void dequantize_row_bits(const AffineMatrix& w, int64_t row, float* out) {
     }
 }
 
-// Most matrices one matmul_shared_input call takes (calls live in a fixed array: no allocation).
-constexpr size_t kMaxSharedMatrices = 4;
-
-// One call per matrix, each `shared` (x's preparation) with the matrix and its output, run over
-// all their rows in one pool operation.
+// One call per matrix: matrix i with the preparation of its input (inputs[i], an index into
+// `prepared`) and its output, run over all their rows in one pool operation. Thread-local calls,
+// like the preparations' scratch.
 template <typename Call>
-void run_per_matrix(const Call& shared, std::span<const AffineMatrix* const> ws,
-                    std::span<float* const> ys, std::span<const size_t> y_strides,
+void run_per_matrix(std::span<const Call> prepared, std::span<const size_t> inputs,
+                    std::span<const AffineMatrix* const> ws, std::span<float* const> ys,
+                    std::span<const size_t> y_strides,
                     void (*kernel)(const Call&, int64_t, int64_t), ThreadPool* pool) {
-    std::array<Call, kMaxSharedMatrices> calls;
+    thread_local std::vector<Call> calls;
+    calls.resize(ws.size());
+    const int64_t n_rows = prepared[0].n_rows;
     for (size_t i = 0; i < ws.size(); ++i) {
-        calls[i] = shared;
+        calls[i] = prepared[inputs[i]];
         calls[i].w = ws[i];
         calls[i].y = ys[i];
-        calls[i].y_stride = shared.n_rows > 1 ? y_strides[i] : static_cast<size_t>(ws[i]->rows);
+        calls[i].y_stride = n_rows > 1 ? y_strides[i] : static_cast<size_t>(ws[i]->rows);
     }
-    run_over_matrices<Call>(std::span(calls.data(), ws.size()), ws[0]->cols, shared.n_rows, kernel,
-                            pool);
+    run_over_matrices<Call>(std::span(calls.data(), ws.size()), ws[0]->cols, n_rows, kernel, pool);
 }
 
-// y_i = x · w_iᵀ for matrices of one width and layout (checked by the callers): x prepared once,
-// every matrix's row tiles in one pool operation.
-void affine_matmul(std::span<const AffineMatrix* const> ws, const float* x, size_t x_stride,
-                   int64_t n_rows, std::span<float* const> ys, std::span<const size_t> y_strides,
-                   ThreadPool* pool, ActivationPrecision activations) {
+// y_i = x_i · w_iᵀ for matrices of one width and layout (checked by the callers), matrix i
+// reading input xs[i] (n_rows rows at x_stride): each distinct input prepared once, every
+// matrix's row tiles in one pool operation.
+void affine_matmul(std::span<const AffineMatrix* const> ws, std::span<const float* const> xs,
+                   size_t x_stride, int64_t n_rows, std::span<float* const> ys,
+                   std::span<const size_t> y_strides, ThreadPool* pool,
+                   ActivationPrecision activations) {
     const AffineMatrix& first = *ws[0];
     const size_t stride = n_rows > 1 ? x_stride : static_cast<size_t>(first.cols);
     const bool avx2 = active_kernel_path() == KernelPath::Avx2;
-    if (activations == ActivationPrecision::Q8 && matmul_detail::q8_supported(first)) {
-        Q8Call shared;
-        shared.n_rows = n_rows;
-        quantize_activations(x, stride, n_rows, first.cols, first.group_size, pool, shared);
-        run_per_matrix(
-            shared, ws, ys, y_strides,
+    const bool q8 = activations == ActivationPrecision::Q8 && matmul_detail::q8_supported(first);
+    // The distinct inputs in order of first use; inputs[i]: matrix i's.
+    thread_local std::vector<const float*> distinct;
+    thread_local std::vector<size_t> inputs;
+    distinct.clear();
+    inputs.resize(ws.size());
+    for (size_t i = 0; i < ws.size(); ++i) {
+        const auto found = std::find(distinct.begin(), distinct.end(), xs[i]);
+        inputs[i] = static_cast<size_t>(found - distinct.begin());
+        if (found == distinct.end()) distinct.push_back(xs[i]);
+    }
+    thread_local std::vector<PreparedInput> scratch;
+    if (scratch.size() < distinct.size()) scratch.resize(distinct.size());
+    if (q8) {
+        thread_local std::vector<Q8Call> prepared;
+        prepared.resize(distinct.size());
+        for (size_t j = 0; j < distinct.size(); ++j) {
+            prepared[j] = Q8Call{};
+            prepared[j].n_rows = n_rows;
+            quantize_activations(distinct[j], stride, n_rows, first.cols, first.group_size, pool,
+                                 scratch[j], prepared[j]);
+        }
+        run_per_matrix<Q8Call>(
+            prepared, inputs, ws, ys, y_strides,
             avx2 ? &matmul_detail::affine_q8_rows_avx2 : &matmul_detail::affine_q8_rows_portable,
             pool);
         return;
     }
-    AffineCall shared;
-    shared.x = x;
-    shared.x_stride = stride;
-    shared.n_rows = n_rows;
-    shared.xsum =
-        x_group_sums(x, stride, n_rows, first.cols, first.group_size, &shared.xsum_stride);
-    run_per_matrix(shared, ws, ys, y_strides,
-                   avx2 ? &matmul_detail::affine_rows_avx2 : &matmul_detail::affine_rows_portable,
-                   pool);
+    thread_local std::vector<AffineCall> prepared;
+    prepared.resize(distinct.size());
+    for (size_t j = 0; j < distinct.size(); ++j) {
+        prepared[j] = AffineCall{};
+        prepared[j].x = distinct[j];
+        prepared[j].x_stride = stride;
+        prepared[j].n_rows = n_rows;
+        prepared[j].xsum = x_group_sums(distinct[j], stride, n_rows, first.cols, first.group_size,
+                                        scratch[j], &prepared[j].xsum_stride);
+    }
+    run_per_matrix<AffineCall>(
+        prepared, inputs, ws, ys, y_strides,
+        avx2 ? &matmul_detail::affine_rows_avx2 : &matmul_detail::affine_rows_portable, pool);
+}
+
+// The checks of matmul_shared_input and matmul_each_input: as many outputs as matrices (at
+// least one), one layout, valid shapes; each output's stride is its matrix's rows.
+// y_strides: the caller's thread-local scratch.
+void check_matrices(std::span<const AffineMatrix* const> ws, std::span<float* const> ys,
+                    const float* x, size_t x_stride, int64_t n_rows,
+                    std::vector<size_t>& y_strides) {
+    if (ws.empty() || ws.size() != ys.size()) {
+        throw_invalid("[matmul] " + std::to_string(ws.size()) + " matrices and " +
+                      std::to_string(ys.size()) + " outputs (at least one, as many of each)");
+    }
+    y_strides.resize(ws.size());
+    for (size_t i = 0; i < ws.size(); ++i) {
+        const AffineMatrix& w = *ws[i];
+        check_affine(w);
+        if (!same_input_layout(w, *ws[0])) {
+            throw_invalid("[matmul] matrices of one call differ in width, bits or group size");
+        }
+        y_strides[i] = static_cast<size_t>(w.rows);
+        check_call(w.rows, w.cols, x_stride, n_rows, y_strides[i], x, ys[i]);
+    }
 }
 
 }  // namespace
@@ -279,9 +334,10 @@ void matmul(const AffineMatrix& w, const float* x, size_t x_stride, int64_t n_ro
     check_call(w.rows, w.cols, x_stride, n_rows, y_stride, x, y);
     if (n_rows == 0 || w.rows == 0) return;
     const AffineMatrix* const ws[] = {&w};
+    const float* const xs[] = {x};
     float* const ys[] = {y};
     const size_t y_strides[] = {y_stride};
-    affine_matmul(ws, x, x_stride, n_rows, ys, y_strides, pool, activations);
+    affine_matmul(ws, xs, x_stride, n_rows, ys, y_strides, pool, activations);
 }
 
 bool same_input_layout(const AffineMatrix& a, const AffineMatrix& b) {
@@ -291,24 +347,30 @@ bool same_input_layout(const AffineMatrix& a, const AffineMatrix& b) {
 void matmul_shared_input(std::span<const AffineMatrix* const> ws, const float* x, size_t x_stride,
                          int64_t n_rows, std::span<float* const> ys, ThreadPool* pool,
                          ActivationPrecision activations) {
-    if (ws.empty() || ws.size() != ys.size() || ws.size() > kMaxSharedMatrices) {
-        throw_invalid("[matmul] " + std::to_string(ws.size()) + " matrices and " +
-                      std::to_string(ys.size()) + " outputs (1 to " +
-                      std::to_string(kMaxSharedMatrices) + " of each)");
-    }
-    std::array<size_t, kMaxSharedMatrices> y_strides{};
-    for (size_t i = 0; i < ws.size(); ++i) {
-        const AffineMatrix& w = *ws[i];
-        check_affine(w);
-        if (!same_input_layout(w, *ws[0])) {
-            throw_invalid("[matmul] matrices sharing an input differ in width, bits or group size");
-        }
-        y_strides[i] = static_cast<size_t>(w.rows);
-        check_call(w.rows, w.cols, x_stride, n_rows, y_strides[i], x, ys[i]);
-    }
+    thread_local std::vector<size_t> y_strides;
+    check_matrices(ws, ys, x, x_stride, n_rows, y_strides);
     if (n_rows == 0) return;
-    affine_matmul(ws, x, x_stride, n_rows, ys, std::span(y_strides.data(), ws.size()), pool,
-                  activations);
+    thread_local std::vector<const float*> xs;
+    xs.assign(ws.size(), x);
+    affine_matmul(ws, xs, x_stride, n_rows, ys, y_strides, pool, activations);
+}
+
+void matmul_each_input(std::span<const AffineMatrix* const> ws, std::span<const float* const> xs,
+                       int64_t n_rows, std::span<float* const> ys, ThreadPool* pool,
+                       ActivationPrecision activations) {
+    if (xs.size() != ws.size()) {
+        throw_invalid("[matmul] " + std::to_string(ws.size()) + " matrices and " +
+                      std::to_string(xs.size()) + " inputs");
+    }
+    const int64_t cols = ws.empty() ? 0 : ws[0]->cols;
+    thread_local std::vector<size_t> y_strides;
+    check_matrices(ws, ys, xs.empty() ? nullptr : xs[0], static_cast<size_t>(cols), n_rows,
+                   y_strides);
+    if (n_rows == 0) return;
+    for (const float* x : xs) {
+        if (x == nullptr) throw_invalid("[matmul] x or y is null");
+    }
+    affine_matmul(ws, xs, static_cast<size_t>(cols), n_rows, ys, y_strides, pool, activations);
 }
 
 void matmul(const F32Matrix& w, const float* x, size_t x_stride, int64_t n_rows, float* y,

@@ -37,14 +37,21 @@ void matmul(const AffineMatrix& w, const float* x, size_t x_stride, int64_t n_ro
 // and group size.
 bool same_input_layout(const AffineMatrix& a, const AffineMatrix& b);
 
-// One input against several affine matrices (1 to 4) of the same width, bits and group size,
-// such as an MoE expert's gate and up: x is prepared once (its group sums, or its int8 codes)
-// and the rows of every matrix are split over the pool in one operation, so short matrices make
-// longer streams and one start and join. ys[i] is [n_rows, ws[i]->rows]; each result is what
-// matmul gives for that matrix alone, bit for bit. Throws InvalidInput for other shapes.
+// One input against several affine matrices of the same width, bits and group size, such as an
+// MoE expert's gate and up, or those of several experts: x is prepared once (its group sums, or
+// its int8 codes) and the rows of every matrix are split over the pool in one operation, so short
+// matrices make longer streams and one start and join. ys[i] is [n_rows, ws[i]->rows]; each
+// result is what matmul gives for that matrix alone, bit for bit. Throws InvalidInput for other
+// shapes.
 void matmul_shared_input(std::span<const AffineMatrix* const> ws, const float* x, size_t x_stride,
                          int64_t n_rows, std::span<float* const> ys, ThreadPool* pool,
                          ActivationPrecision activations = ActivationPrecision::F32);
+// The same for matrices that each have their own input, such as several experts' down
+// projections: xs[i] is [n_rows, ws[i]->cols] (rows contiguous), each prepared on its own (once
+// where inputs repeat), and every matrix's rows split over the pool in one operation.
+void matmul_each_input(std::span<const AffineMatrix* const> ws, std::span<const float* const> xs,
+                       int64_t n_rows, std::span<float* const> ys, ThreadPool* pool,
+                       ActivationPrecision activations = ActivationPrecision::F32);
 void matmul(const F32Matrix& w, const float* x, size_t x_stride, int64_t n_rows, float* y,
             size_t y_stride, ThreadPool* pool);
 

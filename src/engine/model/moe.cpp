@@ -11,6 +11,7 @@
 #include "engine/cpu/matmul.h"
 #include "engine/experts/expert_source.h"
 #include "engine/experts/routing_trace.h"
+#include "engine/model/expert_swiglu.h"
 #include "engine/model/layers.h"
 #include "engine/model/moe_policy.h"
 
@@ -62,35 +63,6 @@ Routing route(const MoeWeights& weights, const float* mix, int64_t n_rows, const
     return r;
 }
 
-// SwiGLU MLP on n rows: down(silu(gate(x)) · up(x)).
-void swiglu(const Linear& gate, const Linear& up, const Linear& down, const float* x,
-            int64_t n_rows, float* y, ThreadPool* pool, ActivationPrecision activations) {
-    const int64_t inter = gate.out_features();
-    std::vector<float> g(static_cast<size_t>(n_rows * inter));
-    std::vector<float> u(static_cast<size_t>(n_rows * inter));
-    const bool shared_input = gate.quantized && up.quantized && gate.bias == nullptr &&
-                              up.bias == nullptr && same_input_layout(gate.affine, up.affine);
-    if (shared_input) {
-        // One preparation of x and one pool operation for both (same bits as two calls).
-        const AffineMatrix* const matrices[] = {&gate.affine, &up.affine};
-        float* const outputs[] = {g.data(), u.data()};
-        matmul_shared_input(matrices, x, static_cast<size_t>(gate.in_features()), n_rows, outputs,
-                            pool, activations);
-    } else {
-        gate.apply(x, n_rows, g.data(), pool, activations);
-        up.apply(x, n_rows, u.data(), pool, activations);
-    }
-    for (size_t i = 0; i < g.size(); ++i) g[i] = silu(g[i]) * u[i];
-    down.apply(g.data(), n_rows, y, pool, activations);
-}
-
-Linear as_linear(const AffineMatrix& m) {
-    Linear l;
-    l.quantized = true;
-    l.affine = m;
-    return l;
-}
-
 // Each delivered expert computed on the rows that chose it, as soon as its record is ready, into
 // per-(row, slot) outputs that are summed afterwards in a fixed order.
 class RoutedOutputs final : public ExpertReceiver {
@@ -120,8 +92,7 @@ public:
             std::copy(src, src + h, rows_in_.begin() + i * h);
         }
         rows_out_.resize(static_cast<size_t>(n * h));
-        swiglu(as_linear(expert.gate), as_linear(expert.up), as_linear(expert.down),
-               rows_in_.data(), n, rows_out_.data(), pool_, activations_);
+        expert_swiglu(expert, rows_in_.data(), n, rows_out_.data(), pool_, activations_);
         for (int64_t i = 0; i < n; ++i) {
             const int64_t slot = slots_[static_cast<size_t>(i)];
             std::copy(rows_out_.begin() + i * h, rows_out_.begin() + (i + 1) * h,

@@ -617,5 +617,59 @@ TEST_F(Matmul, SharedInputGivesEachMatrixItsOwnResult) {
                  Error);
 }
 
+// Matrices that each take their own input (several experts' down projections), some inputs
+// repeated, give what each gives alone, bit for bit, in both precisions, both kernel families and
+// for 1 and 3 threads; more matrices than the four of a shared input; inputs and outputs that do
+// not pair up, or layouts that differ, are refused.
+TEST_F(Matmul, EachInputGivesEachMatrixItsOwnResult) {
+    ThreadPool one(1);
+    ThreadPool three(3);
+    std::vector<QuantizedMatrix> matrices;
+    for (int i = 0; i < 6; ++i) matrices.push_back(make_matrix(11 + 7 * i, 128, 4, 64, 200 + i));
+    for (const KernelPath path : paths()) {
+        set_kernel_path(path);
+        for (const ActivationPrecision a : {ActivationPrecision::F32, ActivationPrecision::Q8}) {
+            for (const int64_t n_rows : {1, 2, 4, 37}) {
+                std::vector<std::vector<float>> inputs;
+                for (int i = 0; i < 4; ++i) {
+                    inputs.push_back(random_vector(static_cast<size_t>(128 * n_rows), 300 + i));
+                }
+                for (ThreadPool* pool : {&one, &three}) {
+                    std::vector<const AffineMatrix*> ws;
+                    std::vector<const float*> xs;
+                    std::vector<std::vector<float>> outputs;
+                    std::vector<float*> ys;
+                    for (size_t i = 0; i < matrices.size(); ++i) {
+                        ws.push_back(&matrices[i].view);
+                        xs.push_back(inputs[i % inputs.size()].data());  // inputs 0 and 1 twice
+                        outputs.emplace_back(static_cast<size_t>(matrices[i].view.rows * n_rows));
+                    }
+                    for (auto& o : outputs) ys.push_back(o.data());
+                    matmul_each_input(ws, xs, n_rows, ys, pool, a);
+                    for (size_t i = 0; i < matrices.size(); ++i) {
+                        std::vector<float> alone(outputs[i].size());
+                        const auto rows = static_cast<size_t>(matrices[i].view.rows);
+                        matmul(matrices[i].view, xs[i], 128, n_rows, alone.data(), rows, pool, a);
+                        ASSERT_EQ(std::memcmp(outputs[i].data(), alone.data(),
+                                              alone.size() * sizeof(float)),
+                                  0)
+                            << path_name(path) << " n_rows=" << n_rows << " matrix " << i;
+                    }
+                }
+            }
+        }
+    }
+    const QuantizedMatrix narrow = make_matrix(9, 128, 4, 128, 401);
+    const auto x = random_vector(128, 403);
+    std::vector<float> y(64);
+    const AffineMatrix* const mixed[] = {&matrices[0].view, &narrow.view};
+    const float* const two_inputs[] = {x.data(), x.data()};
+    float* const two_outputs[] = {y.data(), y.data()};
+    EXPECT_THROW(matmul_each_input(mixed, two_inputs, 1, two_outputs, nullptr), Error);
+    EXPECT_THROW(matmul_each_input(std::span(mixed, 1), two_inputs, 1, std::span(two_outputs, 1),
+                                   nullptr),
+                 Error);
+}
+
 }  // namespace
 }  // namespace cherenkov::engine
