@@ -69,6 +69,7 @@ ServeOptions options_from(const serving::config::ServeConfig& c, const ServeArgs
     o.model.miss_experts = static_cast<int>(c.experts.miss_bits);
     o.model.pool = c.experts.pool_gb;
     o.model.host_pool = c.experts.host_pool_gb;
+    o.model.cpu_experts = c.experts.cpu_experts;
     o.model.cache_policy = c.experts.cache_policy;
     o.model.cut_weak = static_cast<float>(c.experts.cut_weak);
     o.model.io_threads = static_cast<int>(c.experts.io_threads);

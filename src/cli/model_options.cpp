@@ -6,6 +6,7 @@
 #include "base/file.h"
 #include "cli/flag_range.h"
 #include "cli/progress_display.h"
+#include "engine/cuda/cpu_experts.h"
 #include "engine/generate/context_budget.h"
 #include "store/index/model_store_update.h"
 
@@ -75,6 +76,19 @@ void add_model_options(CLI::App* app, ModelOptions& options) {
                     "tier): N decimal GB, max, adaptive, staging (default: a few layer-steps), "
                     "or mapped (the expert table mapped, page-locked and copied from in place; "
                     "needs RAM for it)");
+    app->add_option("--cpu-experts", options.cpu_experts,
+                    "With --backend cuda: decode misses of the device pool computed on the CPU "
+                    "(--threads, --cpu-activations) while the others are copied: auto (default: "
+                    "the split that balances both sides, measured), off, or a share of the "
+                    "misses from 0 to 1")
+        ->check(CLI::Validator(
+            [](const std::string& text) {
+                using engine::cuda::CpuExpertsSetting;
+                return CpuExpertsSetting::try_parse(text)
+                           ? std::string()
+                           : "'" + text + "' is not " + CpuExpertsSetting::kExpected;
+            },
+            "off|auto|SHARE"));
     app->add_flag("--buffered-io", options.buffered_io,
                   "Read experts through the page cache instead of O_DIRECT");
     app->add_flag("!--no-build-missing-store", options.build_missing_store,
@@ -137,6 +151,7 @@ OpenedModel load_model(const ModelOptions& options, const BeforeLoad& before_loa
     load.backend = options.backend;
     load.check = options.check;
     load.host_pool = options.host_pool;
+    load.cpu_experts = engine::cuda::CpuExpertsSetting::parse(options.cpu_experts, "--cpu-experts");
     load.buffered_io = options.buffered_io;
     load.max_ctx = options.max_ctx;
     load.prefill_quantum = options.prefill_quantum;

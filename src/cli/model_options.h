@@ -33,6 +33,7 @@ struct ModelOptions {
     bool check = false;
     // cuda: the host cache behind the device pool
     engine::PoolSetting host_pool = engine::PoolSetting::of(engine::PoolMode::Staging);
+    std::string cpu_experts = "auto";  // --cpu-experts: off, auto or a share 0-1
     bool buffered_io = false;
     int64_t max_ctx = 4096;  // set by the command: the longest context it will run
     // set by the command: how messages name a context of N tokens (null: "--max-ctx N")

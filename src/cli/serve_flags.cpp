@@ -47,6 +47,7 @@ const std::vector<FlagReader>& flag_readers() {
         {"--pool-gb", [](A a) -> SettingValue { return engine::pool_setting_text(a.model.pool); }},
         {"--host-pool-gb",
          [](A a) -> SettingValue { return engine::pool_setting_text(a.model.host_pool); }},
+        {"--cpu-experts", [](A a) -> SettingValue { return a.model.cpu_experts; }},
         {"--cache-policy", [](A a) -> SettingValue { return a.model.cache_policy; }},
         {"--cut-weak", [](A a) -> SettingValue { return real(a.model.cut_weak); }},
         {"--io-threads", [](A a) -> SettingValue { return int64_t{a.model.io_threads}; }},

@@ -595,6 +595,8 @@ private:
     std::unique_ptr<DeviceModelWeights> device_;
     DeviceBuffer rope_inv_freq_;
     std::unique_ptr<DeviceExpertPool> pool_;
+    // Decode misses computed on the CPU (--cpu-experts); mutable: a const context() hands it out.
+    mutable std::unique_ptr<CpuExperts> cpu_experts_;
     std::string pool_description_;
     int64_t prefill_rows_ = 1;             // rows per prefill call the scratch reservation covers
     uint64_t scratch_reserved_bytes_ = 0;  // kept outside the pool for those rows
@@ -1051,6 +1053,7 @@ DeviceContext CudaBackendOps::context(ForwardTrace* trace) const {
     ctx.rope_inv_freq = rope_inv_freq_.as<float>();
     ctx.experts = &experts_;
     ctx.expert_pool = pool_.get();
+    ctx.cpu_experts = cpu_experts_.get();
     ctx.side = side_.get();
     ctx.trace = trace;
     return ctx;
@@ -1178,6 +1181,8 @@ CudaBackendOps::CudaBackendOps(const ModelWeights& weights, ExpertSource& expert
                                                static_cast<void*>(stream_), options.max_bits,
                                                options.cache_policy);
     register_records(experts.record_memory());
+    cpu_experts_ = std::make_unique<CpuExperts>(options.cpu_experts, options.cpu_pool,
+                                                options.cpu_activations);
     pool_description_ = "device " + budget.description + ", " + chunk.description;
 }
 
@@ -1401,6 +1406,12 @@ BackendStats CudaBackendOps::backend_stats() const {
     d.routed_layers = pool_->n_layers_on_device();
     d.routed_calls = device_routed_calls_;
     d.decode_phases = decode_phases_.to_json();
+    const CpuExpertsFigures cpu = cpu_experts_->figures();
+    d.cpu_experts = cpu_experts_->enabled() ? cpu_experts_->setting().name() : "off";
+    d.cpu_experts_computed = cpu.computed;
+    d.cpu_experts_seconds = cpu.seconds;
+    d.cpu_experts_copied = cpu.copied;
+    d.cpu_experts_share = cpu.share;
     const TierCounters counters = pool_->counters();
     d.pool = DevicePoolCounters{.hits = counters.hits,
                                 .uploads = counters.misses,

@@ -9,6 +9,8 @@
 #include <memory>
 #include <string>
 
+#include "engine/cpu/matmul.h"
+#include "engine/cuda/cpu_experts.h"
 #include "engine/experts/pool_setting.h"
 #include "engine/experts/replacement_policy.h"
 #include "engine/model/model_backend.h"
@@ -18,6 +20,7 @@
 
 namespace cherenkov::engine {
 class ExpertSource;
+class ThreadPool;
 }
 
 namespace cherenkov::engine::cuda {
@@ -35,13 +38,19 @@ struct CudaModelOptions {
     // explicit pool smaller than the table; max_rows_per_call() says how many).
     PrefillQuantum prefill_quantum;
     Tuning tuning;  // --tuning: the fast paths' A/B switches (engine/tuning.h)
+    // --cpu-experts: decode misses of the device pool computed on the CPU, on `cpu_pool` (null:
+    // never) with `cpu_activations`, instead of copied to the device (cpu_experts.h).
+    CpuExpertsSetting cpu_experts;
+    ThreadPool* cpu_pool = nullptr;
+    ActivationPrecision cpu_activations = ActivationPrecision::F32;
 };
 
 // Uploads `weights` and sizes the device expert pool (adaptive: free device memory after the
 // weights, minus sequence state for max_ctx and the scratch of a prefill_quantum-row chunk).
 // Throws InvalidInput for an explicit pool below one step's union or one that leaves too little
 // scratch for prefill_quantum rows, ResourceExhausted when the device cannot hold the weights,
-// and Unsupported without a usable device. `weights` and `experts` must outlive the model.
+// and Unsupported without a usable device. `weights`, `experts` and options.cpu_pool must outlive
+// the model.
 std::unique_ptr<ModelBackend> make_cuda_model(const ModelWeights& weights, ExpertSource& experts,
                                               const CudaModelOptions& options);
 

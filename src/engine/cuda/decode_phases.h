@@ -25,6 +25,8 @@ struct DecodePhases {
     double read_wait_seconds = 0.0;
     // Queuing the copies and kernels of delivered misses.
     double miss_queue_seconds = 0.0;
+    // Computing the misses dealt to the CPU (--cpu-experts), while the device copies the others.
+    double cpu_experts_seconds = 0.0;
     // Waiting for the host → device copies of the misses, before their host records are let go.
     double copy_wait_seconds = 0.0;
     // The combine and the layer's remaining host work.
@@ -41,6 +43,7 @@ struct DecodePhases {
              {std::pair{"routing_wait", routing_wait_seconds},
               std::pair{"prepare", prepare_seconds}, std::pair{"read_wait", read_wait_seconds},
               std::pair{"miss_queue", miss_queue_seconds},
+              std::pair{"cpu_experts", cpu_experts_seconds},
               std::pair{"copy_wait", copy_wait_seconds}, std::pair{"finish", finish_seconds}}) {
             seconds[name] = value;
             us_per_layer[name] = value * us_per_layer_scale;

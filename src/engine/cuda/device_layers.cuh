@@ -27,6 +27,7 @@ class ExpertSource;
 
 namespace cherenkov::engine::cuda {
 
+class CpuExperts;
 class DeviceExpertPool;
 
 // A bump allocator over one device buffer for a forward call's temporaries. All work runs on one
@@ -227,6 +228,8 @@ struct DeviceContext {
     const int64_t* position = nullptr;
     ExpertSource* experts = nullptr;          // where routed expert records come from (host)
     DeviceExpertPool* expert_pool = nullptr;  // device slots the records are copied into
+    // Decode misses computed on the CPU instead (cpu_experts.h), or null: all copied.
+    CpuExperts* cpu_experts = nullptr;
     // Side streams for independent work, or null (everything on `stream`). Not used while
     // tracing (trace reads synchronize `stream` only).
     const SideStreams* side = nullptr;

@@ -14,15 +14,18 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "base/error.h"
 #include "engine/cuda/affine_gemv.h"
+#include "engine/cuda/cpu_experts.h"
 #include "engine/cuda/dependent_launch.cuh"
 #include "engine/cuda/device_expert_pool.h"
 #include "engine/cuda/device_layers.cuh"
@@ -440,9 +443,14 @@ struct StagingLayout {
     size_t tables = 0;    // ExpertAddress [min(E, T·k)]
     size_t tiles = 0;     // ExpertTokenTile [n_tiles]: prefill's grouped launches
     size_t n_tiles = 0;
+    // Misses computed on the CPU (cpu_rows > 0): the call's mix rows [T, H] read back with the
+    // routing, and the CPU's outputs [min(E, T·k)·T, H] at their rows of the device's parts.
+    size_t mix = 0;
+    size_t cpu_parts = 0;
     size_t total = 0;
 
-    StagingLayout(int64_t tk, int n_routings, int64_t n_experts) {
+    StagingLayout(int64_t tk, int n_routings, int64_t n_experts, int64_t cpu_rows,
+                  int64_t hidden) {
         const auto align = [](size_t v) { return (v + 15) / 16 * 16; };
         const auto words = static_cast<size_t>(tk) * 4;
         const auto n_union = static_cast<size_t>(std::min(n_experts, tk));
@@ -451,8 +459,12 @@ struct StagingLayout {
         tables = align(slots + words);
         tiles = align(tables + n_union * sizeof(ExpertAddress));
         n_tiles = static_cast<size_t>(max_expert_token_tiles(tk, static_cast<int64_t>(n_union)));
-        total = tiles + n_tiles * sizeof(ExpertTokenTile);
+        const auto row_bytes = static_cast<size_t>(cpu_rows * hidden) * sizeof(float);
+        mix = align(tiles + n_tiles * sizeof(ExpertTokenTile));
+        cpu_parts = align(mix + row_bytes);
+        total = cpu_parts + n_union * row_bytes;
     }
+    bool has_cpu_rows() const { return cpu_parts > mix; }
 };
 
 // The routed experts of one layer, computed into per-(row, slot) outputs as they arrive: the
@@ -480,7 +492,11 @@ public:
           // Copies out of records that outlive their batch (a mapped table) are not waited for:
           // the compute stream waits for each before reading its slot, and the host goes on
           // queueing.
-          wait_copies_(!ctx.experts->records_outlive_batches()) {}
+          wait_copies_(!ctx.experts->records_outlive_batches()),
+          cpu_(decode_ && layout.has_cpu_rows() && ctx.cpu_experts != nullptr &&
+                       ctx.cpu_experts->enabled()
+                   ? ctx.cpu_experts
+                   : nullptr) {}
 
     // Computes `requests` into parts(), fetching the ones the device pool lacks in groups the
     // source can pin; part_row() says where each (row, slot) landed.
@@ -492,7 +508,10 @@ public:
     void before_wait() override;
     void after_wait() override;
     void end_group() override;
-    void release_group() noexcept override { pool_.finish_batch(wait_copies_); }
+    void release_group() noexcept override {
+        cpu_pending_.clear();  // their records go with the batch
+        pool_.finish_batch(wait_copies_);
+    }
 
     // Row of `parts()` holding (row t, slot j)'s output, or -1 when its expert was not delivered.
     int32_t part_row(int64_t t, int64_t j) const {
@@ -512,6 +531,10 @@ private:
     void use_prefill(int32_t expert, const DeviceExpert& device);
     void flush_prefill();
     void compute_alone(int32_t expert, const DeviceExpert& device);
+    // --cpu-experts: the first miss under auto, copied alone and timed; the group's misses dealt
+    // to the CPU, computed after the device's work is queued and copied up into parts_.
+    void add_decode_timed(int32_t expert, const ExpertWeights& host);
+    void compute_on_cpu();
     // Flushes whichever group is pending before an expert of `bits` is pinned: one launch takes
     // one precision, and the release after a launch must not unpin the next expert's slot
     // before its own kernels are queued.
@@ -553,6 +576,13 @@ private:
     std::unique_ptr<DeviceScratch<ExpertTokenTile>> tiles_;
     bool grouped_bits_[9] = {};
     std::unique_ptr<DeviceScratch<float>> xg_, gg_, ug_, yg_;
+    // Decode misses computed on the CPU, or null. Their parts take table indices from the top of
+    // parts_ down (the device's take them from 0 up); cpu_base_ is the lowest taken so far.
+    CpuExperts* cpu_;
+    std::vector<std::pair<int32_t, ExpertWeights>> cpu_pending_;
+    int cpu_base_ = 0;
+    int64_t on_cpu_ = 0;
+    int64_t on_device_ = 0;
 };
 
 void RoutedExperts::prepare(size_t n_union) {
@@ -596,6 +626,7 @@ void RoutedExperts::prepare(size_t n_union) {
 
 void RoutedExperts::run(std::span<const ExpertRequest> requests) {
     prepare(requests.size());
+    cpu_base_ = static_cast<int>(requests.size());
     // Experts already in the device pool are computed first and never asked of the host source
     // (which would read them again); only the device pool's misses are fetched.
     const int bits = pool_.layout().bits;
@@ -616,10 +647,18 @@ void RoutedExperts::run(std::span<const ExpertRequest> requests) {
     timer_.lap(&DecodePhases::prepare_seconds);
     // Requests cut by the source (ExpertBatch::cut_requests) stay undelivered: part_base −1.
     fetch_in_groups(*ctx_.experts, weights_.table_layer, missing, *this);
+    if (cpu_ != nullptr) cpu_->count_copied(on_device_);
 }
 
 bool RoutedExperts::deliver(const ExpertRequest& request, const ExpertWeights& expert) {
-    if (decode_) {
+    if (cpu_ != nullptr && cpu_->needs_copy_seconds()) {
+        add_decode_timed(request.expert, expert);
+        ++on_device_;
+    } else if (cpu_ != nullptr && cpu_->takes_next(on_cpu_, on_device_)) {
+        cpu_pending_.emplace_back(request.expert, expert);
+        ++on_cpu_;
+    } else if (decode_) {
+        if (cpu_ != nullptr) ++on_device_;
         add_decode(request.expert, expert);
     } else {
         run_prefill(request.expert, expert);
@@ -641,6 +680,8 @@ void RoutedExperts::after_wait() {
 void RoutedExperts::end_group() {
     flush();
     timer_.lap(&DecodePhases::miss_queue_seconds);
+    compute_on_cpu();
+    timer_.lap(&DecodePhases::cpu_experts_seconds);
     if (wait_copies_) pool_.wait_host_copies();
     timer_.lap(&DecodePhases::copy_wait_seconds);
 }
@@ -683,6 +724,40 @@ void RoutedExperts::flush_decode() {
         stream);
     pool_.release_pinned();
     first_pending_ = n_table_;
+}
+
+void RoutedExperts::add_decode_timed(int32_t expert, const ExpertWeights& host) {
+    // Nothing else on the copy stream, so the wait below measures this record's copy (the slot
+    // it replaces was last read by an earlier layer's kernels, done at the routing read-back).
+    pool_.wait_host_copies();
+    const auto start = std::chrono::steady_clock::now();
+    add_decode(expert, host);
+    pool_.wait_host_copies();
+    cpu_->set_copy_seconds(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+}
+
+void RoutedExperts::compute_on_cpu() {
+    if (cpu_pending_.empty()) return;
+    const auto row_floats = static_cast<size_t>(n_rows_ * hidden_);
+    const auto* mix = reinterpret_cast<const float*>(staging_ + layout_.mix);
+    auto* outputs = reinterpret_cast<float*>(staging_ + layout_.cpu_parts);
+    const int top = cpu_base_;
+    std::vector<ExpertWeights> experts;
+    std::vector<float*> ys;
+    for (const auto& [expert, weights] : cpu_pending_) {
+        const int base = --cpu_base_;
+        experts.push_back(weights);
+        ys.push_back(outputs + static_cast<size_t>(base) * row_floats);
+        part_base_[static_cast<size_t>(expert)] = base;
+    }
+    cpu_->compute(experts, mix, n_rows_, ys);
+    cpu_pending_.clear();
+    const auto offset = static_cast<size_t>(cpu_base_) * row_floats;
+    CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(parts_->data() + offset, outputs + offset,
+                                         static_cast<size_t>(top - cpu_base_) * row_floats *
+                                             sizeof(float),
+                                         cudaMemcpyHostToDevice, ctx_.stream));
 }
 
 void RoutedExperts::run_prefill(int32_t expert, const ExpertWeights& host) {
@@ -854,8 +929,13 @@ RouteShape route_shape(const DeviceMoeWeights* next, int64_t n_rows, const Devic
                      "validated config");
     const int64_t top = c.num_experts_per_tok;
     const int n_routings = next != nullptr ? 2 : 1;
+    // A decode call whose misses may go to the CPU reads its mix rows back with the routing.
+    const bool cpu_rows = n_rows <= kMaxGemvRows && ctx.cpu_experts != nullptr &&
+                          ctx.cpu_experts->enabled() && ctx.trace == nullptr &&
+                          ctx.routing_trace == nullptr;
     return RouteShape{top, n_rows * top, n_routings,
-                      StagingLayout(n_rows * top, n_routings, c.num_experts)};
+                      StagingLayout(n_rows * top, n_routings, c.num_experts,
+                                    cpu_rows ? n_rows : 0, c.hidden_size)};
 }
 
 }  // namespace
@@ -889,6 +969,12 @@ void moe_route(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, co
     CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(staging + shape.layout.readback, r,
                                          routing.size() * sizeof(int32_t), cudaMemcpyDeviceToHost,
                                          stream));
+    if (shape.layout.has_cpu_rows()) {
+        CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(staging + shape.layout.mix, mix,
+                                             static_cast<size_t>(n_rows * ctx.config->hidden_size) *
+                                                 sizeof(float),
+                                             cudaMemcpyDeviceToHost, stream));
+    }
 }
 
 namespace {

@@ -28,6 +28,11 @@ nlohmann::json device_json(const DeviceFigures& d) {
     out["device_routed_layers"] = d.routed_layers;
     out["device_routed_calls"] = d.routed_calls;
     out["decode_phases"] = d.decode_phases;
+    out["cpu_experts"] = d.cpu_experts;
+    out["cpu_experts_computed"] = d.cpu_experts_computed;
+    out["cpu_experts_seconds"] = d.cpu_experts_seconds;
+    out["cpu_experts_copied"] = d.cpu_experts_copied;
+    out["cpu_experts_share"] = d.cpu_experts_share;
     out["device_expert_hits"] = d.pool.hits;
     out["device_expert_uploads"] = d.pool.uploads;
     out["device_expert_upload_bytes"] = d.pool.upload_bytes;

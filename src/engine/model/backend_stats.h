@@ -49,6 +49,14 @@ struct DeviceFigures {
     int64_t shared_expert_layers_on_expert_kernels = 0;
     int64_t routed_layers = 0;  // layers whose every expert is in the device pool
     uint64_t routed_calls = 0;
+    // Decode misses of the device pool computed on the CPU instead of copied over (--cpu-experts,
+    // engine/cuda/cpu_experts.h): the setting, the experts so computed and their CPU seconds,
+    // the misses copied to the device beside them, and the share of misses the split aims at now.
+    std::string cpu_experts = "off";
+    uint64_t cpu_experts_computed = 0;
+    double cpu_experts_seconds = 0.0;
+    uint64_t cpu_experts_copied = 0;
+    double cpu_experts_share = 0.0;
     // The host decode phases (engine/cuda/decode_phases.h, DecodePhases::to_json), as that
     // struct serialises them.
     nlohmann::json decode_phases;

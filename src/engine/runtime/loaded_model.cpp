@@ -243,6 +243,9 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
         device.max_bits = std::max(options.expert_bits, options.miss_bits);
         device.cache_policy = base.cache.policy;
         device.prefill_quantum = options.prefill_quantum;
+        device.cpu_experts = options.cpu_experts;
+        device.cpu_pool = loaded->pool_.get();
+        device.cpu_activations = options.cpu_activations;
         try {
             loaded->cuda_model_ =
                 cuda::make_cuda_model(*loaded->weights_, *loaded->experts_, device);

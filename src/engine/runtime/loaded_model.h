@@ -11,6 +11,7 @@
 
 #include "engine/cpu/matmul.h"
 #include "engine/cpu/thread_pool.h"
+#include "engine/cuda/cpu_experts.h"
 #include "engine/experts/expert_source.h"
 #include "engine/experts/pool_setting.h"
 #include "engine/model/model.h"
@@ -30,6 +31,9 @@ struct LoadOptions {
     int threads = 0;      // 0: every online CPU
     // --cpu-activations: how the CPU backend's matmuls take activations (engine/cpu/matmul.h).
     ActivationPrecision cpu_activations = ActivationPrecision::F32;
+    // --cpu-experts (cuda): decode misses of the device pool computed on the CPU's threads, with
+    // cpu_activations, instead of copied to the device (engine/cuda/cpu_experts.h).
+    cuda::CpuExpertsSetting cpu_experts;
     // --pool-gb: N (decimal GB), max, adaptive; 0: no cache; mapped (cpu): the table in place.
     // With cuda it sizes the device expert pool (mapped is then refused).
     PoolSetting pool;

@@ -50,6 +50,8 @@ struct ExpertSettings {
     // decimal GB or words (engine::pool_setting_text).
     engine::PoolSetting pool_gb;
     engine::PoolSetting host_pool_gb = engine::PoolSetting::of(engine::PoolMode::Staging);
+    // cuda: decode misses computed on the CPU: off, auto or a share 0-1 (engine/cuda/cpu_experts.h)
+    std::string cpu_experts = "auto";
     std::string cache_policy = "lru";
     double cut_weak = 0.0;
     int64_t io_threads = 0;  // 0: half the online CPUs, 4 to 8

@@ -273,6 +273,16 @@ std::vector<Setting> build_settings() {
                     "staging (a few layer-steps), adaptive, max or mapped"},
         [](auto& c) -> auto& { return c.experts.host_pool_gb; }));
     s.push_back(make(
+        {.key = "experts.cpu_experts",
+         .kind = K::Amount,
+         .min = 0,
+         .max = 1,
+         .words = {"off", "auto"},
+         .flag = "--cpu-experts",
+         .comment = "cuda: decode misses of the device pool computed on the CPU instead of "
+                    "copied: auto (the split that balances both sides), off, or a share 0-1"},
+        [](auto& c) -> auto& { return c.experts.cpu_experts; }));
+    s.push_back(make(
         {.key = "experts.cache_policy",
          .kind = K::Text,
          .words = {"lru", "frequency"},

@@ -16,6 +16,7 @@
 
 #include "base/error.h"
 #include "engine/cuda/device_test.h"
+#include "engine/cpu/thread_pool.h"
 #include "engine/experts/direct_expert_reader.h"
 #include "engine/experts/mapped_expert_table.h"
 #include "engine/generate/generator.h"
@@ -591,6 +592,69 @@ TEST(CudaModel, AMappedTableGivesTheSameBitsAsReadRecords) {
     EXPECT_EQ(all_logits(*read.gpu, prompt), all_logits(*gpu, prompt));
     EXPECT_EQ(generate(*read.gpu, prompt, 2), generate(*gpu, prompt, 2));
     EXPECT_GT(mapped.records_served(), 0u);
+}
+
+// --cpu-experts: the decode misses of a minimal device pool computed on the CPU, all of them
+// (share 1), half, or as the measured costs deal them (auto), beside off. Decoding token by token,
+// every step's logits stay within the reference tolerance of the CPU backend's, the greedy text
+// with 0 and 2 drafts (MTP verification rows too) is the CPU's, and the figures count what each
+// side took.
+TEST(CudaModel, DecodeMissesComputedOnTheCpuKeepTheCpusLogitsAndText) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    const std::string checkpoint = "tiny_a/hf_flat_fused";
+    FixtureEngine cpu(checkpoint);
+    engine::DirectExpertReader experts(cpu.weights->store_dir + "/experts.bin",
+                                       cpu.weights->manifest.experts);
+    engine::ThreadPool pool(4);
+    ReferenceFile reference("tiny_a/reference/logits.safetensors");
+    const std::vector<int32_t> prompt = reference.tokens("input_ids.chat");
+    const std::vector<int32_t> tokens = reference.tokens("input_ids.len33");
+    const auto step_logits = [&](engine::ModelBackend& model) {
+        engine::SequenceState state = model.new_sequence(256);
+        std::vector<float> logits;
+        for (size_t i = 0; i < tokens.size(); ++i) {
+            engine::ForwardOptions options;
+            options.all_logits = true;
+            const auto r = model.forward(state, std::span(tokens).subspan(i, 1), options);
+            logits.insert(logits.end(), r.logits.begin(), r.logits.end());
+        }
+        return logits;
+    };
+    const std::vector<float> expected_logits = step_logits(cpu.model);
+    const std::vector<int32_t> expected = generate(cpu.model, prompt, 0);
+    for (const char* setting : {"1", "0.5", "auto", "off"}) {
+        engine::cuda::CudaModelOptions options;
+        options.pool = engine::parse_pool_setting(minimal_pool(checkpoint));
+        options.max_ctx = 512;
+        options.prefill_quantum = engine::PrefillQuantum::of(64);
+        options.cpu_experts = engine::cuda::CpuExpertsSetting::parse(setting, "--cpu-experts");
+        options.cpu_pool = &pool;
+        const std::unique_ptr<engine::ModelBackend> gpu =
+            engine::cuda::make_cuda_model(*cpu.weights, experts, options);
+        EXPECT_LE(max_abs_diff(step_logits(*gpu), expected_logits), kLogitTolerance) << setting;
+        EXPECT_EQ(generate(*gpu, prompt, 0), expected) << setting;
+        EXPECT_EQ(generate(*gpu, prompt, 2), expected) << setting;
+        const nlohmann::json stats = engine::backend_stats_json(gpu->backend_stats());
+        const auto computed = stats["cpu_experts_computed"].get<uint64_t>();
+        const auto copied = stats["cpu_experts_copied"].get<uint64_t>();
+        EXPECT_EQ(stats["cpu_experts"].get<std::string>(), setting);
+        const std::string name = setting;
+        if (name == "off") {
+            EXPECT_EQ(computed, 0U);
+            EXPECT_EQ(copied, 0U);
+        } else if (name == "1") {
+            EXPECT_GT(computed, 0U);
+            EXPECT_EQ(copied, 0U);
+        } else {
+            // Half: each call's misses alternate, the CPU taking the odd one. Auto: at least the
+            // timed copy and the timed computation.
+            EXPECT_GT(computed, 0U) << setting;
+            EXPECT_GT(copied, 0U) << setting;
+            if (name == "0.5") {
+                EXPECT_GE(computed, copied);
+            }
+        }
+    }
 }
 
 TEST(CudaModel, PrefillQuantumOutOfRangeNamesTheFlag) {

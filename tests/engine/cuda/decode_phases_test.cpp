@@ -51,7 +51,8 @@ TEST(DecodePhases, JsonGivesSecondsAndMicrosecondsPerLayer) {
     EXPECT_DOUBLE_EQ(json["us_per_layer"]["read_wait"].get<double>(), 500.0);
     EXPECT_DOUBLE_EQ(json["us_per_layer"]["copy_wait"].get<double>(), 250.0);
     for (const char* name :
-         {"routing_wait", "prepare", "read_wait", "miss_queue", "copy_wait", "finish"}) {
+         {"routing_wait", "prepare", "read_wait", "miss_queue", "cpu_experts", "copy_wait",
+          "finish"}) {
         EXPECT_TRUE(json["seconds"].contains(name)) << name;
     }
 }

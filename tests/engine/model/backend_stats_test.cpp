@@ -21,6 +21,8 @@ TEST(BackendStats, DeviceFiguresKeepTheirKeys) {
     d.step_graph_launches = 7;
     d.scratch_reserved_bytes = 5;
     d.decode_phases = {{"layers", 0}};
+    d.cpu_experts = "auto";
+    d.cpu_experts_computed = 4;
     d.pool = DevicePoolCounters{.hits = 3, .uploads = 1, .upload_bytes = 9, .evictions = 0};
     const nlohmann::json out = backend_stats_json(BackendStats{.device = d});
     for (const char* key : {"device",
@@ -45,6 +47,11 @@ TEST(BackendStats, DeviceFiguresKeepTheirKeys) {
                             "device_routed_layers",
                             "device_routed_calls",
                             "decode_phases",
+                            "cpu_experts",
+                            "cpu_experts_computed",
+                            "cpu_experts_seconds",
+                            "cpu_experts_copied",
+                            "cpu_experts_share",
                             "device_expert_hits",
                             "device_expert_uploads",
                             "device_expert_upload_bytes",
@@ -52,13 +59,15 @@ TEST(BackendStats, DeviceFiguresKeepTheirKeys) {
                             "device_expert_hit_rate"}) {
         EXPECT_TRUE(out.contains(key)) << key;
     }
-    EXPECT_EQ(out.size(), 27U);
+    EXPECT_EQ(out.size(), 32U);
     EXPECT_EQ(out["device"], "H100");
     EXPECT_EQ(out["device_total_bytes"].get<uint64_t>() - out["device_free_bytes"].get<uint64_t>(),
               50U);
     EXPECT_EQ(out["cuda_step_graph_launches"].get<uint64_t>(), 7U);
     EXPECT_DOUBLE_EQ(out["device_expert_hit_rate"].get<double>(), 0.75);
     EXPECT_EQ(out["decode_phases"]["layers"], 0);
+    EXPECT_EQ(out["cpu_experts"], "auto");
+    EXPECT_EQ(out["cpu_experts_computed"], 4);
     EXPECT_FALSE(out.contains("check"));
 }
 

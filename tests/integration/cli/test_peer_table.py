@@ -82,6 +82,14 @@ def test_gpu_table_gives_each_regime_best_against_best(tmp_path):
     assert prefill[2] == "disk bound for those reads: 75.0 tok/s at 1.50 GB/s (one table read for the whole prompt: 150.0)"
     assert not any(k.startswith("experts on disk") for k in table)  # no limit, no reason: not run
     assert not any(k.startswith("disk streaming, 25% pool, prefill of") for k in table)
+    assert "--cpu-experts off" not in table["experts in host RAM, 25% on GPU, decode"][0]
+
+    # The run with every miss copied (--cpu-experts off) beside the default; the ratio stays the
+    # default's.
+    write(res, "cherenkov_host25_copy.json", ours(2050.0, 400.0))
+    decode = rows(run_table(out, 4, tmp_path / "no-store"))["experts in host RAM, 25% on GPU, decode"]
+    assert decode[0] == "420; 400 (--cpu-experts off)"
+    assert decode[2] == f"{420 / 300:.2f}x"
 
     # A 4,096-token prompt in one grown chunk: 4096 · 1.25 MB = 5.12 GB, one read of the table.
     long = ours(1400.0, 26.0, prefill_chunks=1, prefill_expert_bytes_per_token=1.25e6)

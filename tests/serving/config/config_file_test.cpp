@@ -40,6 +40,7 @@ resident_bits = 4
 miss_bits = 2
 pool_gb = 20
 host_pool_gb = "mapped"
+cpu_experts = 0.25
 cache_policy = "frequency"
 cut_weak = 0.05
 io_threads = 6
@@ -107,6 +108,7 @@ TEST(ConfigFile, ParsesEveryKey) {
     EXPECT_EQ(c.experts.miss_bits, 2);
     EXPECT_EQ(c.experts.pool_gb, engine::PoolSetting::gb(20));
     EXPECT_EQ(c.experts.host_pool_gb, engine::PoolSetting::of(engine::PoolMode::Mapped));
+    EXPECT_EQ(c.experts.cpu_experts, "0.25");
     EXPECT_EQ(c.experts.cache_policy, "frequency");
     EXPECT_DOUBLE_EQ(c.experts.cut_weak, 0.05);
     EXPECT_EQ(c.experts.io_threads, 6);

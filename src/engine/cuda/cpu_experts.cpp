@@ -1,0 +1,102 @@
+#include "engine/cuda/cpu_experts.h"
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "base/error.h"
+#include "engine/model/expert_swiglu.h"
+
+namespace cherenkov::engine::cuda {
+
+std::optional<CpuExpertsSetting> CpuExpertsSetting::try_parse(std::string_view text) {
+    if (text == "off") return CpuExpertsSetting{Mode::Off, 0.0};
+    if (text == "auto") return CpuExpertsSetting{Mode::Auto, 0.0};
+    double share = 0.0;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), share);
+    if (error != std::errc() || end != text.data() + text.size() || !std::isfinite(share) ||
+        share < 0.0 || share > 1.0) {
+        return std::nullopt;
+    }
+    return CpuExpertsSetting{Mode::Share, share};
+}
+
+CpuExpertsSetting CpuExpertsSetting::parse(std::string_view text, std::string_view what) {
+    const std::optional<CpuExpertsSetting> setting = try_parse(text);
+    if (!setting) {
+        throw_invalid(std::string(what) + ": '" + std::string(text) + "' is not " + kExpected);
+    }
+    return *setting;
+}
+
+std::string CpuExpertsSetting::name() const {
+    switch (mode) {
+        case Mode::Off:
+            return "off";
+        case Mode::Auto:
+            return "auto";
+        case Mode::Share:
+            break;
+    }
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", share);
+    return text;
+}
+
+CpuExperts::CpuExperts(CpuExpertsSetting setting, ThreadPool* pool,
+                       ActivationPrecision activations)
+    : setting_(setting), pool_(pool), activations_(activations) {}
+
+void CpuExperts::set_copy_seconds(double seconds) {
+    // A copy too short for the clock still says the device side is cheap.
+    copy_seconds_ = std::max(seconds, 1e-9);
+}
+
+double CpuExperts::cpu_cost() const {
+    if (setting_.mode == CpuExpertsSetting::Mode::Share) return 1.0 - setting_.share;
+    return cpu_seconds_;
+}
+
+double CpuExperts::device_cost() const {
+    if (setting_.mode == CpuExpertsSetting::Mode::Share) return setting_.share;
+    return copy_seconds_;
+}
+
+bool CpuExperts::takes_next(int64_t on_cpu, int64_t on_device) const {
+    if (!enabled()) return false;
+    // auto: the first miss is copied (and timed), the next computed (and timed); the costs then
+    // decide.
+    if (needs_copy_seconds()) return false;
+    if (setting_.mode == CpuExpertsSetting::Mode::Auto && cpu_seconds_ <= 0.0) return true;
+    const double cpu = cpu_cost();
+    const double device = device_cost();
+    return static_cast<double>(on_cpu + 1) * cpu <= static_cast<double>(on_device + 1) * device;
+}
+
+void CpuExperts::compute(std::span<const ExpertWeights> experts, const float* x, int64_t n_rows,
+                         std::span<float* const> ys) {
+    if (experts.empty()) return;
+    const auto start = std::chrono::steady_clock::now();
+    experts_swiglu(experts, x, n_rows, ys, pool_, activations_);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    // A running average over about the last sixteen calls: the machine's load moves it. Calls of
+    // more experts cost less each (two pool operations for all), so the split adapts to that too.
+    const double each = seconds / static_cast<double>(experts.size());
+    cpu_seconds_ = cpu_seconds_ > 0.0 ? cpu_seconds_ + (each - cpu_seconds_) / 16.0 : each;
+    figures_.computed += experts.size();
+    figures_.seconds += seconds;
+}
+
+CpuExpertsFigures CpuExperts::figures() const {
+    CpuExpertsFigures f = figures_;
+    const double cpu = cpu_cost();
+    const double device = device_cost();
+    // The share of misses that balances the two sides: the CPU takes d / (c + d) of them.
+    f.share = enabled() && cpu + device > 0.0 ? device / (cpu + device) : 0.0;
+    return f;
+}
+
+}  // namespace cherenkov::engine::cuda
