@@ -127,8 +127,11 @@ for layers in $layers_list; do
     }
     cbench resident --pool-gb max
     cbench resident_q512 --pool-gb max --prefill-quantum 512
+    # The default computes some decode misses on the CPU (--cpu-experts auto); _copy copies all.
     cbench host25 --pool-gb "$pool25" --host-pool-gb mapped
+    cbench host25_copy --pool-gb "$pool25" --host-pool-gb mapped --cpu-experts off
     cbench host50 --pool-gb "$pool50" --host-pool-gb mapped
+    cbench host50_copy --pool-gb "$pool50" --host-pool-gb mapped --cpu-experts off
     if [[ ! -f "$res/disk.json" ]]; then
         # O_DIRECT read rates of the expert table; --evict then drops its pages from the page
         # cache, so the streaming run below reads the disk.
