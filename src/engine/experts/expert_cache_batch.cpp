@@ -77,6 +77,25 @@ void ExpertCacheBatch::cut_waiting() {
     ++cache_.stats_.layer(layer_).quant[static_cast<size_t>(table)].cut_batches;
 }
 
+bool ExpertCacheBatch::ready() const {
+    if (next_resident_ < residents_.size()) return true;
+    std::unique_lock lock(cache_.mutex_);
+    bool any_waiting = false;
+    bool all_weak = true;
+    for (const Item& item : misses_) {
+        if (item.done) continue;
+        const ExpertCache::SlotState state = cache_.slots_[item.slot].state;
+        // A landed record is delivered at once, a failed read thrown at once.
+        if (state == ExpertCache::SlotState::Ready || state == ExpertCache::SlotState::Failed) {
+            return true;
+        }
+        any_waiting = true;
+        if (item.weight >= cache_.options_.cut_weak) all_weak = false;
+    }
+    // Nothing left, or only weak reads that next() cuts instead of waiting for.
+    return !any_waiting || (cache_.options_.cut_weak > 0.0F && all_weak);
+}
+
 bool ExpertCacheBatch::next(size_t* request_index, ExpertWeights* weights) {
     if (next_resident_ < residents_.size()) {
         const Item& item = residents_[next_resident_++];

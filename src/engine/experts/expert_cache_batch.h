@@ -26,6 +26,7 @@ public:
 
     // Throws Io naming the record (layer, expert, bits, file, offset) when its read failed.
     bool next(size_t* request_index, ExpertWeights* weights) override;
+    bool ready() const override;
     std::span<const size_t> cut_requests() const override { return cut_; }
 
     // The request's slot and precision, and whether it was resident when fetched (block tables).

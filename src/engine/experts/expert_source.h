@@ -46,6 +46,11 @@ public:
     // misses in the order their reads complete. Throws on a read error.
     virtual bool next(size_t* request_index, ExpertWeights* weights) = 0;
 
+    // Whether next() would return now, without waiting for a read: a record is ready, or none is
+    // left. false when unknown. Lets a consumer batch the records at hand and compute them before
+    // it would otherwise sit waiting.
+    virtual bool ready() const { return false; }
+
     // Request indices skipped by cut_weak (the expert cache's option); meaningful once next()
     // has returned false. Their reads finish in the background. Empty for other sources.
     virtual std::span<const size_t> cut_requests() const { return {}; }

@@ -14,6 +14,8 @@ public:
     InOrderBatch(std::vector<const std::byte*> records, const store::ExpertLayout& layout)
         : records_(std::move(records)), layout_(layout) {}
 
+    bool ready() const override { return true; }
+
     bool next(size_t* request_index, ExpertWeights* weights) override {
         if (next_ >= records_.size()) return false;
         *request_index = next_;

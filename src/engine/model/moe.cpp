@@ -63,14 +63,24 @@ Routing route(const MoeWeights& weights, const float* mix, int64_t n_rows, const
     return r;
 }
 
-// Each delivered expert computed on the rows that chose it, as soon as its record is ready, into
-// per-(row, slot) outputs that are summed afterwards in a fixed order.
+// Rows of a call whose delivered experts are computed together (experts_swiglu) on all of them:
+// a decode step with its drafts. The weights are read once whatever the rows, each row's result
+// does not depend on the other rows of its call (matmul_kernels.h), and one pool operation for
+// all gates and ups and one for all downs make longer streams than two an expert.
+constexpr int64_t kBatchedRows = 4;
+
+// Delivered experts computed into per-(row, slot) outputs that are summed afterwards in a fixed
+// order. Prefill calls compute each expert on the rows that chose it as soon as its record is
+// ready. Decode calls keep the delivered records and compute them together on every row before
+// the source would make the host wait for a read (ExpertReceiver::before_blocking_wait) and at
+// the group's end, so records already at hand never wait behind a read.
 class RoutedOutputs final : public ExpertReceiver {
 public:
     RoutedOutputs(const Routing& routing, const float* mix, int64_t n_rows, int64_t top,
                   int64_t hidden, ThreadPool* pool, ActivationPrecision activations)
         : routing_(routing),
           mix_(mix),
+          n_rows_(n_rows),
           n_slots_(n_rows * top),
           top_(top),
           hidden_(hidden),
@@ -80,11 +90,13 @@ public:
           delivered_(static_cast<size_t>(n_rows * top), 0) {}
 
     bool deliver(const ExpertRequest& request, const ExpertWeights& expert) override {
-        const int64_t h = hidden_;
-        slots_.clear();
-        for (int64_t i = 0; i < n_slots_; ++i) {
-            if (routing_.experts[static_cast<size_t>(i)] == request.expert) slots_.push_back(i);
+        if (n_rows_ <= kBatchedRows) {
+            pending_.push_back(expert);
+            pending_experts_.push_back(request.expert);
+            return true;
         }
+        const int64_t h = hidden_;
+        slots_of(request.expert);
         const auto n = static_cast<int64_t>(slots_.size());
         rows_in_.resize(static_cast<size_t>(n * h));
         for (int64_t i = 0; i < n; ++i) {
@@ -101,14 +113,50 @@ public:
         }
         return true;
     }
+    void before_blocking_wait() override { compute_pending(); }
+    void end_group() override { compute_pending(); }
+    // The pending records go with their batch (an early stop or an error).
+    void release_group() noexcept override {
+        pending_.clear();
+        pending_experts_.clear();
+    }
 
     // Whether (row, slot) index `slot`'s expert was delivered (not cut by the source).
     bool delivered(int64_t slot) const { return delivered_[static_cast<size_t>(slot)] != 0; }
     const float* output(int64_t slot) const { return outputs_.data() + slot * hidden_; }
 
 private:
+    // slots_ = the (row, slot) indices that chose `expert`.
+    void slots_of(int32_t expert) {
+        slots_.clear();
+        for (int64_t i = 0; i < n_slots_; ++i) {
+            if (routing_.experts[static_cast<size_t>(i)] == expert) slots_.push_back(i);
+        }
+    }
+
+    void compute_pending() {
+        if (pending_.empty()) return;
+        const int64_t h = hidden_;
+        const auto block = static_cast<size_t>(n_rows_ * h);
+        rows_out_.resize(pending_.size() * block);
+        std::vector<float*> ys;
+        for (size_t i = 0; i < pending_.size(); ++i) ys.push_back(rows_out_.data() + i * block);
+        experts_swiglu(pending_, mix_, n_rows_, ys, pool_, activations_);
+        for (size_t i = 0; i < pending_.size(); ++i) {
+            slots_of(pending_experts_[i]);
+            for (const int64_t slot : slots_) {
+                const float* row = ys[i] + (slot / top_) * h;
+                std::copy(row, row + h, outputs_.begin() + slot * h);
+                delivered_[static_cast<size_t>(slot)] = 1;
+            }
+        }
+        pending_.clear();
+        pending_experts_.clear();
+    }
+
     const Routing& routing_;
     const float* mix_;
+    int64_t n_rows_;
     int64_t n_slots_;
     int64_t top_;
     int64_t hidden_;
@@ -119,6 +167,9 @@ private:
     std::vector<float> rows_in_;
     std::vector<float> rows_out_;
     std::vector<int64_t> slots_;
+    // Decode: delivered records not computed yet, and their experts.
+    std::vector<ExpertWeights> pending_;
+    std::vector<int32_t> pending_experts_;
 };
 
 }  // namespace

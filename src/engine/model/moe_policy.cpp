@@ -53,6 +53,7 @@ bool fetch_group(ExpertSource& source, int64_t layer, std::span<const ExpertRequ
     size_t index = 0;
     ExpertWeights expert;
     while (true) {
+        if (!batch->ready()) receiver.before_blocking_wait();
         receiver.before_wait();
         const bool more = batch->next(&index, &expert);
         receiver.after_wait();

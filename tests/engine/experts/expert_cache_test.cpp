@@ -2,12 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "base/error.h"
 #include "engine/experts/expert_cache_batch.h"
-#include "engine/experts/expert_io.h"
 #include "engine/experts/expert_io.h"
 #include "engine/experts/expert_test_tables.h"
 
@@ -208,6 +209,32 @@ TEST_F(ExpertCacheTest, DeliversResidentsFirstThenMissesAsTheirReadsLand) {
     EXPECT_EQ(index, 0u);
     EXPECT_FALSE(batch->next(&index, &weights));
     EXPECT_TRUE(batch->cut_requests().empty());
+}
+
+// ready(): true while residents are left, false while the remaining misses' reads are held, true
+// once one lands (next() would not wait) and at the end (nothing left).
+TEST_F(ExpertCacheTest, ReadySaysWhetherNextWouldWaitForARead) {
+    ExpertCache cache(options(8));
+    run(cache, 0, requests({1}));
+    control_.hold = true;
+    const std::vector<ExpertRequest> wanted = requests({0, 1});
+    std::unique_ptr<ExpertBatch> batch = cache.fetch(0, wanted);
+    size_t index = 0;
+    ExpertWeights weights;
+    EXPECT_TRUE(batch->ready());
+    ASSERT_TRUE(batch->next(&index, &weights));
+    EXPECT_EQ(index, 1u);
+    control_.wait_for_waiting(1);
+    EXPECT_FALSE(batch->ready());
+    control_.release(q4_.layout.record_offset(0, 0));
+    for (int i = 0; i < 5000 && !batch->ready(); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_TRUE(batch->ready());
+    ASSERT_TRUE(batch->next(&index, &weights));
+    EXPECT_EQ(index, 0u);
+    EXPECT_TRUE(batch->ready());
+    EXPECT_FALSE(batch->next(&index, &weights));
 }
 
 TEST_F(ExpertCacheTest, LookaheadReadsStartAfterTheNextFetchsMisses) {

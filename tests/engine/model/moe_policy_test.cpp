@@ -28,8 +28,9 @@ using Log = std::vector<std::string>;
 // destruction.
 class FakeBatch final : public ExpertBatch {
 public:
-    FakeBatch(std::span<const ExpertRequest> requests, const std::set<int32_t>& cut, Log& log)
-        : log_(log) {
+    FakeBatch(std::span<const ExpertRequest> requests, const std::set<int32_t>& cut, Log& log,
+              size_t ready_first = 0)
+        : log_(log), ready_first_(ready_first) {
         for (size_t i = requests.size(); i-- > 0;) {
             if (cut.count(requests[i].expert) != 0) {
                 cut_.push_back(i);
@@ -47,9 +48,12 @@ public:
         return true;
     }
     std::span<const size_t> cut_requests() const override { return cut_; }
+    // The first ready_first records are at hand; later ones (and the end) would be waited for.
+    bool ready() const override { return next_ < ready_first_; }
 
 private:
     Log& log_;
+    size_t ready_first_;
     std::vector<size_t> order_;
     std::vector<size_t> cut_;
     size_t next_ = 0;
@@ -63,7 +67,7 @@ public:
         std::string word = "fetch L" + std::to_string(layer);
         for (const ExpertRequest& q : requests) word += " " + std::to_string(q.expert);
         log.push_back(word);
-        return std::make_unique<FakeBatch>(requests, cut, log);
+        return std::make_unique<FakeBatch>(requests, cut, log, ready_first);
     }
     void predict(int64_t layer, std::span<const int32_t> experts) override {
         predicted_layer = layer;
@@ -75,6 +79,7 @@ public:
     Log log;
     size_t group = SIZE_MAX;
     std::set<int32_t> cut;
+    size_t ready_first = 0;  // records each batch has at hand (FakeBatch::ready)
     int64_t predicted_layer = -1;
     std::vector<int32_t> predicted;
 
@@ -148,6 +153,29 @@ TEST(MoePolicy, FetchesInGroupsTheSourceCanPinWithHooksInOrder) {
                    "waited",       "deliver 8",  "wait",  "waited",  "end",       "release",
                    "batch gone",   "fetch L7 5", "begin", "wait",    "waited",    "deliver 5",
                    "wait",         "waited",     "end",   "release", "batch gone"}));
+}
+
+// A receiver hears before_blocking_wait only before the waits the batch could not say are ready:
+// here after the two records at hand, before the third and before the end.
+TEST(MoePolicy, BlockingWaitsAreAnnouncedOnlyWhereTheBatchHasNoRecordReady) {
+    class BlockLogger final : public engine::ExpertReceiver {
+    public:
+        explicit BlockLogger(Log& log) : log_(log) {}
+        bool deliver(const ExpertRequest& request, const ExpertWeights& /*weights*/) override {
+            log_.push_back("deliver " + std::to_string(request.expert));
+            return true;
+        }
+        void before_blocking_wait() override { log_.push_back("block"); }
+
+    private:
+        Log& log_;
+    };
+    FakeSource source;
+    source.ready_first = 2;
+    BlockLogger receiver(source.log);
+    engine::fetch_in_groups(source, 0, requests_of({4, 5, 6}), receiver);
+    EXPECT_EQ(source.log, (Log{"fetch L0 4 5 6", "deliver 6", "deliver 5", "block", "deliver 4",
+                               "block", "batch gone"}));
 }
 
 TEST(MoePolicy, AnUnboundedSourceGetsOneFetchAndNoRequestsNone) {
