@@ -4,6 +4,7 @@
 #
 #   bench/peers/llama_cpp.sh [--layers "4"] [--work DIR] [--binary PATH] [--out DIR]
 #                            [--prompt 512] [--gen 128] [--until STEP] [--synthetic "FLAGS"]
+#                            [--scratch DIR]
 #
 # For each layer count: writes a Flash-shaped BF16 checkpoint (bench/synthetic_store.py --bf16:
 # 512 experts, top-10, hidden 2560, moe_intermediate 640, 3 GDN : 1 QSA, hc_count 4, PLE on one
@@ -18,6 +19,9 @@
 # prompt 512 and generate 128; the table (bench/peers/peer_table.py) gives both engines'
 # figures, the ratios, bytes per token and the HBM and disk limits measured in the same run.
 #
+# --scratch DIR puts the BF16 checkpoint and the Q8_0 intermediate there instead of --work: on a
+# machine whose RAM disk holds them (/dev/shm), 12 layers (a 63 GB checkpoint) then need only the
+# results on the 64 GB disk (about 57 GB: store, Q4_0, Q4_K_M).
 # Steps are skipped when their outputs exist in --work, so a run cut by a time limit goes on
 # where it stopped (`--until convert` stops after the conversion on purpose). Needs: nvcc, cmake,
 # PyTorch and transformers (the converter), the llama.cpp source from
@@ -32,6 +36,7 @@ prompt=512
 gen=128
 until_step=""
 synthetic=""  # extra bench/synthetic_store.py flags (e.g. a smaller shape to try the pipeline)
+scratch=""    # where peer_weights puts its intermediates (peer_common.sh); empty: --work
 while [[ $# -gt 0 ]]; do
     case $1 in
         --layers) layers_list=$2; shift 2 ;;
@@ -42,6 +47,7 @@ while [[ $# -gt 0 ]]; do
         --gen) gen=$2; shift 2 ;;
         --until) until_step=$2; shift 2 ;;
         --synthetic) synthetic=$2; shift 2 ;;
+        --scratch) scratch=$2; shift 2 ;;
         *) echo "llama_cpp.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done

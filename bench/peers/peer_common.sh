@@ -43,27 +43,34 @@ peer_llama_cpp() {
 
 # peer_weights DIR RES LAYERS SYNTHETIC_FLAGS...: the same synthetic weights in both engines'
 # forms, DIR/store (`cherenkov prepare`) and DIR/q4_0.gguf, DIR/q4_k_m.gguf (llama.cpp's converter
-# to Q8_0, then llama-quantize), deleting the BF16 checkpoint and the Q8_0 file once used. Logs
-# go to RES. Needs `llama` (peer_llama_cpp) and `converter_python` (bench/peers/converter_env.sh).
+# to Q8_0, then llama-quantize), deleting the BF16 checkpoint and the Q8_0 file once used. Those
+# two intermediates go to $scratch/L<layers> when `scratch` is set (a RAM disk such as /dev/shm,
+# so that a 12-layer checkpoint of 63 GB need not fit on the disk beside the results), else to
+# DIR. Logs go to RES. Needs `llama` (peer_llama_cpp) and `converter_python`
+# (bench/peers/converter_env.sh).
 peer_weights() {
     local dir=$1 res=$2 layers=$3 type lower
     shift 3
+    local tmp=$dir
+    [[ -n "${scratch:-}" ]] && tmp="$scratch/L$layers"
+    mkdir -p "$tmp"
+    local ckpt="$tmp/ckpt" q8="$tmp/q8_0.gguf"
     [[ -f "$dir/q4_0.gguf" && -f "$dir/q4_k_m.gguf" && -f "$dir/store/manifest.json" ]] && return 0
-    if [[ ! -f "$dir/ckpt/config.json" && ! -f "$dir/q8_0.gguf" ]]; then
-        peer_timed "L$layers write_checkpoint" python3 "$repo/bench/synthetic_store.py" "$dir/ckpt" --bf16 \
+    if [[ ! -f "$ckpt/config.json" && ! -f "$q8" ]]; then
+        peer_timed "L$layers write_checkpoint" python3 "$repo/bench/synthetic_store.py" "$ckpt" --bf16 \
             --layers "$layers" --vocab 248320 --tokenizer "$repo/tests/data/tokenizer-qwen2-qwen3" "$@"
     fi
     if [[ ! -f "$dir/store/manifest.json" ]]; then
-        peer_timed "L$layers cherenkov_prepare" "$binary" prepare "$dir/ckpt" --output "$dir/store" >/dev/null
+        peer_timed "L$layers cherenkov_prepare" "$binary" prepare "$ckpt" --output "$dir/store" >/dev/null
     fi
-    if [[ ! -f "$dir/q8_0.gguf" ]]; then
-        peer_timed "L$layers llama_convert" "$converter_python" "$llama/convert_hf_to_gguf.py" "$dir/ckpt" \
-            --outtype q8_0 --outfile "$dir/q8_0.gguf.partial" >"$res/convert.log" 2>&1
-        mv "$dir/q8_0.gguf.partial" "$dir/q8_0.gguf"
+    if [[ ! -f "$q8" ]]; then
+        peer_timed "L$layers llama_convert" "$converter_python" "$llama/convert_hf_to_gguf.py" "$ckpt" \
+            --outtype q8_0 --outfile "$q8.partial" >"$res/convert.log" 2>&1
+        mv "$q8.partial" "$q8"
     fi
-    rm -rf "$dir/ckpt"
+    rm -rf "$ckpt"
     # The QSA layer must reach llama.cpp as sparse attention (issue 34's trap).
-    PYTHONPATH="$llama/gguf-py" python3 - "$dir/q8_0.gguf" >"$res/compress_ratios.txt" <<'PY'
+    PYTHONPATH="$llama/gguf-py" python3 - "$q8" >"$res/compress_ratios.txt" <<'PY'
 import sys, gguf
 reader = gguf.GGUFReader(sys.argv[1])
 field = next(f for name, f in reader.fields.items() if name.endswith("attention.compress_ratios"))
@@ -77,11 +84,11 @@ PY
         lower=$(echo "$type" | tr '[:upper:]' '[:lower:]')
         if [[ ! -f "$dir/$lower.gguf" ]]; then
             peer_timed "L$layers llama_quantize_$type" "$llama/build/bin/llama-quantize" --allow-requantize \
-                "$dir/q8_0.gguf" "$dir/$lower.gguf.partial" "$type" >"$res/quantize_$lower.log" 2>&1
+                "$q8" "$dir/$lower.gguf.partial" "$type" >"$res/quantize_$lower.log" 2>&1
             mv "$dir/$lower.gguf.partial" "$dir/$lower.gguf"
         fi
     done
-    rm -f "$dir/q8_0.gguf"
+    rm -f "$q8"
 }
 
 # peer_stream_limit GGUF PROBE_JSON SHARE_PERCENT OUT_JSON: prints the memory limit of the
