@@ -99,7 +99,12 @@ def prefill_streaming(stream, disk):
     if not read:
         return rate
     total, chunks, table = read
-    return (f"{rate} ({chunks} chunk(s) of {stream.get('prefill_chunk_tokens', '?')}, "
+    # The chunk's capacity, or the whole prompt when that is shorter (an automatic quantum).
+    chunk = stream.get("prefill_chunk_tokens", "?")
+    prompt = stream.get("prompt_tokens")
+    if isinstance(chunk, int) and isinstance(prompt, int):
+        chunk = min(chunk, prompt)
+    return (f"{rate} ({chunks} chunk(s) of {chunk}, "
             f"each reading {total / chunks / table:.2f}x the {table / 1e9:.2f} GB table)")
 
 

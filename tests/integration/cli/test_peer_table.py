@@ -82,6 +82,15 @@ def test_gpu_table_gives_each_regime_best_against_best(tmp_path):
     assert prefill[2] == "disk bound for those reads: 75.0 tok/s at 1.50 GB/s (one table read for the whole prompt: 150.0)"
     assert not any(k.startswith("experts on disk") for k in table)  # no limit, no reason: not run
     assert not any(k.startswith("disk streaming, 25% pool, prefill of") for k in table)
+
+    # A prompt shorter than the (automatic) chunk is one chunk of the prompt's length.
+    short = ours(180.0, 23.0, prefill_chunks=1, prefill_expert_bytes_per_token=10e6)
+    short.update(prompt_tokens=512, prefill_chunk_tokens=4096)
+    saved = (res / "cherenkov_disk25.json").read_text()
+    write(res, "cherenkov_disk25.json", short)
+    assert rows(run_table(out, 4, tmp_path / "no-store"))["disk streaming, 25% pool, prefill"][0] \
+        .startswith("180.0 (1 chunk(s) of 512,")
+    write(res, "cherenkov_disk25.json", saved)
     assert "--cpu-experts off" not in table["experts in host RAM, 25% on GPU, decode"][0]
 
     # The run with every miss copied (--cpu-experts off) beside the default; the ratio stays the
