@@ -69,10 +69,22 @@ bool CpuExperts::takes_next(int64_t on_cpu, int64_t on_device) const {
     // auto: the first miss is copied (and timed), the next computed (and timed); the costs then
     // decide.
     if (needs_copy_seconds()) return false;
-    if (setting_.mode == CpuExpertsSetting::Mode::Auto && cpu_seconds_ <= 0.0) return true;
+    if (setting_.mode == CpuExpertsSetting::Mode::Auto &&
+        (cpu_seconds_ <= 0.0 || (on_cpu == 0 && calls_without_cpu_ >= kReprobeCalls))) {
+        return true;
+    }
     const double cpu = cpu_cost();
     const double device = device_cost();
     return static_cast<double>(on_cpu + 1) * cpu <= static_cast<double>(on_device + 1) * device;
+}
+
+void CpuExperts::end_call(int64_t on_cpu, int64_t on_device) {
+    figures_.copied += static_cast<uint64_t>(on_device);
+    if (on_cpu > 0) {
+        calls_without_cpu_ = 0;
+    } else if (on_device > 0) {
+        ++calls_without_cpu_;
+    }
 }
 
 void CpuExperts::compute(std::span<const ExpertWeights> experts, const float* x, int64_t n_rows,
@@ -84,8 +96,10 @@ void CpuExperts::compute(std::span<const ExpertWeights> experts, const float* x,
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     // A running average over about the last sixteen calls: the machine's load moves it. Calls of
     // more experts cost less each (two pool operations for all), so the split adapts to that too.
+    // A re-probe after a long time without CPU experts starts the average afresh.
     const double each = seconds / static_cast<double>(experts.size());
-    cpu_seconds_ = cpu_seconds_ > 0.0 ? cpu_seconds_ + (each - cpu_seconds_) / 16.0 : each;
+    const bool fresh = cpu_seconds_ <= 0.0 || calls_without_cpu_ >= kReprobeCalls;
+    cpu_seconds_ = fresh ? each : cpu_seconds_ + (each - cpu_seconds_) / 16.0;
     figures_.computed += experts.size();
     figures_.seconds += seconds;
 }

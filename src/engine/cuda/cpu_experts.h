@@ -66,8 +66,12 @@ public:
 
     // Whether the next miss of a call goes to the CPU, `on_cpu` and `on_device` of its misses
     // having been dealt already: the side that would finish first with it, ties to the CPU.
+    // auto: after kReprobeCalls calls with misses and none on the CPU, its first miss goes there
+    // anyway, so a cost measured on a busy machine is measured again.
     bool takes_next(int64_t on_cpu, int64_t on_device) const;
-    void count_copied(int64_t n) { figures_.copied += static_cast<uint64_t>(n); }
+    // The end of one call's dealing: on_cpu of its misses went to the CPU, on_device were copied.
+    void end_call(int64_t on_cpu, int64_t on_device);
+    static constexpr int64_t kReprobeCalls = 64;
 
     // ys[i] [n_rows, hidden] = expert i's SwiGLU on x [n_rows, hidden], all of them in two pool
     // operations (experts_swiglu); the time per expert goes into the CPU's running cost (auto)
@@ -87,6 +91,7 @@ private:
     ActivationPrecision activations_;
     double copy_seconds_ = 0.0;
     double cpu_seconds_ = 0.0;  // running average of one expert's CPU time
+    int64_t calls_without_cpu_ = 0;  // calls with misses in a row that gave the CPU none
     CpuExpertsFigures figures_;
 };
 

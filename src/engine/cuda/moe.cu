@@ -647,7 +647,7 @@ void RoutedExperts::run(std::span<const ExpertRequest> requests) {
     timer_.lap(&DecodePhases::prepare_seconds);
     // Requests cut by the source (ExpertBatch::cut_requests) stay undelivered: part_base −1.
     fetch_in_groups(*ctx_.experts, weights_.table_layer, missing, *this);
-    if (cpu_ != nullptr) cpu_->count_copied(on_device_);
+    if (cpu_ != nullptr) cpu_->end_call(on_cpu_, on_device_);
 }
 
 bool RoutedExperts::deliver(const ExpertRequest& request, const ExpertWeights& expert) {

@@ -148,6 +148,16 @@ TEST(CpuExperts, AutoMeasuresBothSidesBeforeBalancingThem) {
     // One 100x faster: the CPU takes none of a call's few misses.
     experts.set_copy_seconds(cpu / 100.0);
     EXPECT_EQ(deal(experts, 20), 0);
+    // Until that has lasted kReprobeCalls calls: the next call's first miss goes to the CPU, to
+    // measure it again, and no more than that one.
+    for (int64_t call = 0; call < CpuExperts::kReprobeCalls; ++call) {
+        EXPECT_EQ(deal(experts, 20), 0);
+        experts.end_call(0, 20);
+    }
+    EXPECT_EQ(deal(experts, 20), 1);
+    experts.end_call(1, 19);
+    EXPECT_EQ(deal(experts, 20), 0);
+    EXPECT_EQ(experts.figures().copied, static_cast<uint64_t>(CpuExperts::kReprobeCalls * 20 + 19));
 }
 
 }  // namespace
