@@ -273,15 +273,16 @@ void affine_matmul(std::span<const AffineMatrix* const> ws, std::span<const floa
         avx2 ? &matmul_detail::affine_rows_avx2 : &matmul_detail::affine_rows_portable, pool);
 }
 
-// The checks of matmul_shared_input and matmul_each_input: as many outputs as matrices (at
-// least one), one layout, valid shapes; each output's stride is its matrix's rows.
+// The checks of matmul_shared_input and matmul_each_input: as many inputs and outputs as
+// matrices (at least one), one layout, valid shapes; each output's stride is its matrix's rows.
 // y_strides: the caller's thread-local scratch.
-void check_matrices(std::span<const AffineMatrix* const> ws, std::span<float* const> ys,
-                    const float* x, size_t x_stride, int64_t n_rows,
+void check_matrices(std::span<const AffineMatrix* const> ws, std::span<const float* const> xs,
+                    size_t x_stride, int64_t n_rows, std::span<float* const> ys,
                     std::vector<size_t>& y_strides) {
-    if (ws.empty() || ws.size() != ys.size()) {
-        throw_invalid("[matmul] " + std::to_string(ws.size()) + " matrices and " +
-                      std::to_string(ys.size()) + " outputs (at least one, as many of each)");
+    if (ws.empty() || ws.size() != ys.size() || ws.size() != xs.size()) {
+        throw_invalid("[matmul] " + std::to_string(ws.size()) + " matrices, " +
+                      std::to_string(xs.size()) + " inputs and " + std::to_string(ys.size()) +
+                      " outputs (at least one, as many of each)");
     }
     y_strides.resize(ws.size());
     for (size_t i = 0; i < ws.size(); ++i) {
@@ -291,7 +292,7 @@ void check_matrices(std::span<const AffineMatrix* const> ws, std::span<float* co
             throw_invalid("[matmul] matrices of one call differ in width, bits or group size");
         }
         y_strides[i] = static_cast<size_t>(w.rows);
-        check_call(w.rows, w.cols, x_stride, n_rows, y_strides[i], x, ys[i]);
+        check_call(w.rows, w.cols, x_stride, n_rows, y_strides[i], xs[i], ys[i]);
     }
 }
 
@@ -347,30 +348,23 @@ bool same_input_layout(const AffineMatrix& a, const AffineMatrix& b) {
 void matmul_shared_input(std::span<const AffineMatrix* const> ws, const float* x, size_t x_stride,
                          int64_t n_rows, std::span<float* const> ys, ThreadPool* pool,
                          ActivationPrecision activations) {
-    thread_local std::vector<size_t> y_strides;
-    check_matrices(ws, ys, x, x_stride, n_rows, y_strides);
-    if (n_rows == 0) return;
     thread_local std::vector<const float*> xs;
     xs.assign(ws.size(), x);
+    thread_local std::vector<size_t> y_strides;
+    check_matrices(ws, xs, x_stride, n_rows, ys, y_strides);
+    if (n_rows == 0) return;
     affine_matmul(ws, xs, x_stride, n_rows, ys, y_strides, pool, activations);
 }
 
 void matmul_each_input(std::span<const AffineMatrix* const> ws, std::span<const float* const> xs,
                        int64_t n_rows, std::span<float* const> ys, ThreadPool* pool,
                        ActivationPrecision activations) {
-    if (xs.size() != ws.size()) {
-        throw_invalid("[matmul] " + std::to_string(ws.size()) + " matrices and " +
-                      std::to_string(xs.size()) + " inputs");
-    }
-    const int64_t cols = ws.empty() ? 0 : ws[0]->cols;
+    // Contiguous rows: the stride is the width (checked against every matrix's).
+    const auto x_stride = static_cast<size_t>(ws.empty() ? 0 : ws[0]->cols);
     thread_local std::vector<size_t> y_strides;
-    check_matrices(ws, ys, xs.empty() ? nullptr : xs[0], static_cast<size_t>(cols), n_rows,
-                   y_strides);
+    check_matrices(ws, xs, x_stride, n_rows, ys, y_strides);
     if (n_rows == 0) return;
-    for (const float* x : xs) {
-        if (x == nullptr) throw_invalid("[matmul] x or y is null");
-    }
-    affine_matmul(ws, xs, static_cast<size_t>(cols), n_rows, ys, y_strides, pool, activations);
+    affine_matmul(ws, xs, x_stride, n_rows, ys, y_strides, pool, activations);
 }
 
 void matmul(const F32Matrix& w, const float* x, size_t x_stride, int64_t n_rows, float* y,

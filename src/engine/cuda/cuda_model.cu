@@ -595,8 +595,7 @@ private:
     std::unique_ptr<DeviceModelWeights> device_;
     DeviceBuffer rope_inv_freq_;
     std::unique_ptr<DeviceExpertPool> pool_;
-    // Decode misses computed on the CPU (--cpu-experts); mutable: a const context() hands it out.
-    mutable std::unique_ptr<CpuExperts> cpu_experts_;
+    std::unique_ptr<CpuExperts> cpu_experts_;  // decode misses computed on the CPU (--cpu-experts)
     std::string pool_description_;
     int64_t prefill_rows_ = 1;             // rows per prefill call the scratch reservation covers
     uint64_t scratch_reserved_bytes_ = 0;  // kept outside the pool for those rows
