@@ -1,6 +1,7 @@
 // CPU matmul throughput: `matmul_bench [--quick]` times the affine kernels on FN-like shapes
-// (dense [10240, 2560] and [2560, 6144], an expert [640, 2560]) at Q4/Q3/Q2 group 64, for both
-// kernel families (each with float and, for Q4, int8 activations: rows `port-q8`, `avx2-q8`)
+// (dense [10240, 2560] and [2560, 6144], an expert [640, 2560]) at Q4/Q3/Q2 group 64, for every
+// kernel family (each with float and, for Q4, int8 activations: rows `port-q8`, `avx2-q8`, and
+// `vnni-q8` where the CPU has AVX-512 VNNI; `--shape TEXT` keeps the shapes whose name has TEXT)
 // and for 1 thread and all CPUs, and the machine's memcpy bandwidth in the same run. Decode (1,
 // 2, 4 input rows) reports GB/s of weight bytes (codes + scales + biases) read, cycling through
 // enough copies of the matrix to exceed the last-level cache, and its ratio to memcpy; prefill
@@ -147,7 +148,19 @@ std::vector<Variant> variants_for(const Shape& shape, const std::vector<Variant>
 }  // namespace
 
 int main(int argc, char** argv) {
-    const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
+    bool quick = false;
+    std::string only_shape;  // --shape TEXT: only shapes whose name contains TEXT
+    for (int arg = 1; arg < argc; ++arg) {
+        const std::string word = argv[arg];
+        if (word == "--quick") {
+            quick = true;
+        } else if (word == "--shape" && arg + 1 < argc) {
+            only_shape = argv[++arg];
+        } else {
+            std::fprintf(stderr, "usage: matmul_bench [--quick] [--shape TEXT]\n");
+            return 2;
+        }
+    }
     ThreadPool single(1);
     ThreadPool all(0);
     std::vector<Variant> all_variants = {
@@ -157,23 +170,30 @@ int main(int argc, char** argv) {
         all_variants.push_back({KernelPath::Avx2, ActivationPrecision::F32, "avx2"});
         all_variants.push_back({KernelPath::Avx2, ActivationPrecision::Q8, "avx2-q8"});
     }
+    if (cherenkov::engine::cpu_has_avx512_vnni()) {
+        all_variants.push_back({KernelPath::Avx512, ActivationPrecision::Q8, "vnni-q8"});
+    }
 
     const Timing memcpy_one_time = memcpy_seconds(single);
     const double memcpy_one = gb_per_s(kStreamBytes, memcpy_one_time.wall);
     const double memcpy_one_cpu = gb_per_s(kStreamBytes, memcpy_one_time.cpu);
     const double memcpy_all = gb_per_s(kStreamBytes, memcpy_seconds(all).wall);
-    std::printf("machine: %d CPUs, AVX2/FMA %s\n", all.size(),
-                cherenkov::engine::cpu_has_avx2_fma() ? "yes" : "no");
+    std::printf("machine: %d CPUs, AVX2/FMA %s, AVX-512 VNNI %s\n", all.size(),
+                cherenkov::engine::cpu_has_avx2_fma() ? "yes" : "no",
+                cherenkov::engine::cpu_has_avx512_vnni() ? "yes" : "no");
     std::printf(
         "memcpy (%zu MiB, bytes copied): 1 thread %.2f GB/s [cpu %.2f], %d threads %.2f GB/s\n\n",
         kStreamBytes >> 20, memcpy_one, memcpy_one_cpu, all.size(), memcpy_all);
 
-    const std::vector<Shape> shapes = {
+    std::vector<Shape> shapes = {
         {"dense [10240,2560]", 10240, 2560, 4}, {"dense [10240,2560]", 10240, 2560, 3},
         {"dense [10240,2560]", 10240, 2560, 2}, {"dense [2560,6144]", 2560, 6144, 4},
         {"dense [2560,6144]", 2560, 6144, 3},   {"dense [2560,6144]", 2560, 6144, 2},
         {"expert [640,2560]", 640, 2560, 4},    {"expert [640,2560]", 640, 2560, 2},
     };
+    std::erase_if(shapes, [&](const Shape& shape) {
+        return std::string(shape.name).find(only_shape) == std::string::npos;
+    });
     const int group_size = 64;
 
     std::printf(
@@ -237,10 +257,10 @@ int main(int argc, char** argv) {
                 for (const int64_t n_rows : {128, 512}) {
                     const Timing seconds = best_seconds(
                         [&] {
-                            cherenkov::engine::matmul(
-                                set.copies[0], x.data(), static_cast<size_t>(shape.cols), n_rows,
-                                y.data(), static_cast<size_t>(shape.rows), pool,
-                                variant.activations);
+                            cherenkov::engine::matmul(set.copies[0], x.data(),
+                                                      static_cast<size_t>(shape.cols), n_rows,
+                                                      y.data(), static_cast<size_t>(shape.rows),
+                                                      pool, variant.activations);
                         },
                         quick || variant.path == KernelPath::Portable ? 1 : 2, quick ? 0.1 : 0.5);
                     const double flops = 2.0 * static_cast<double>(shape.rows) *

@@ -21,13 +21,18 @@ using matmul_detail::F32Call;
 using matmul_detail::kRowTile;
 using matmul_detail::Q8Call;
 
-// The override set by set_kernel_path (tests and benchmarks only; the engine never sets it).
+// The override set by set_kernel_path (tests, benchmarks, and the engine's load for --tuning).
 std::atomic<KernelPath> requested_path{KernelPath::Auto};
 
 // A range of output rows handed to another thread should carry at least this many
 // multiply-adds (~15-30 µs of work), so tiny matrices (gates, small experts at decode) run
 // inline on the caller without waking a worker.
 constexpr int64_t kMinMacsPerRange = int64_t{1} << 16;
+
+// Whether the active family is AVX2 or AVX-512, which share every kernel but the int8 one.
+bool vector_path() {
+    return active_kernel_path() != KernelPath::Portable;
+}
 
 int64_t round_up(int64_t value, int64_t multiple) {
     return (value + multiple - 1) / multiple * multiple;
@@ -152,8 +157,7 @@ const float* x_group_sums(const float* x, size_t x_stride, int64_t n_rows, int64
 // Each input row's groups as int8 with one scale a group, laid out as Q8Call says. Rows are
 // split over the pool when there are many.
 void quantize_activations(const float* x, size_t x_stride, int64_t n_rows, int64_t cols,
-                          int group_size, ThreadPool* pool, PreparedInput& scratch,
-                          Q8Call& call) {
+                          int group_size, ThreadPool* pool, PreparedInput& scratch, Q8Call& call) {
     std::vector<int8_t>& quantized = scratch.codes;
     std::vector<float>& steps = scratch.steps;
     std::vector<float>& sums = scratch.code_sums;
@@ -161,9 +165,8 @@ void quantize_activations(const float* x, size_t x_stride, int64_t n_rows, int64
     quantized.resize(static_cast<size_t>(n_rows * cols));
     steps.resize(static_cast<size_t>(n_rows * n_groups));
     sums.resize(static_cast<size_t>(n_rows * n_groups));
-    const auto kernel = active_kernel_path() == KernelPath::Avx2
-                            ? &matmul_detail::quantize_q8_rows_avx2
-                            : &matmul_detail::quantize_q8_rows_portable;
+    const auto kernel = vector_path() ? &matmul_detail::quantize_q8_rows_avx2
+                                      : &matmul_detail::quantize_q8_rows_portable;
     int8_t* xq = quantized.data();
     float* dx = steps.data();
     float* qsum = sums.data();
@@ -229,7 +232,8 @@ void affine_matmul(std::span<const AffineMatrix* const> ws, std::span<const floa
                    ActivationPrecision activations) {
     const AffineMatrix& first = *ws[0];
     const size_t stride = n_rows > 1 ? x_stride : static_cast<size_t>(first.cols);
-    const bool avx2 = active_kernel_path() == KernelPath::Avx2;
+    const KernelPath path = active_kernel_path();
+    const bool avx2 = path != KernelPath::Portable;
     const bool q8 = activations == ActivationPrecision::Q8 && matmul_detail::q8_supported(first);
     // The distinct inputs in order of first use; inputs[i]: matrix i's.
     thread_local std::vector<const float*> distinct;
@@ -252,10 +256,10 @@ void affine_matmul(std::span<const AffineMatrix* const> ws, std::span<const floa
             quantize_activations(distinct[j], stride, n_rows, first.cols, first.group_size, pool,
                                  scratch[j], prepared[j]);
         }
-        run_per_matrix<Q8Call>(
-            prepared, inputs, ws, ys, y_strides,
-            avx2 ? &matmul_detail::affine_q8_rows_avx2 : &matmul_detail::affine_q8_rows_portable,
-            pool);
+        const auto kernel = path == KernelPath::Avx512 ? &matmul_detail::affine_q8_rows_avx512
+                            : avx2                     ? &matmul_detail::affine_q8_rows_avx2
+                                                       : &matmul_detail::affine_q8_rows_portable;
+        run_per_matrix<Q8Call>(prepared, inputs, ws, ys, y_strides, kernel, pool);
         return;
     }
     thread_local std::vector<AffineCall> prepared;
@@ -316,9 +320,32 @@ bool cpu_has_avx2_fma() {
 #endif
 }
 
+bool cpu_has_avx512_vnni() {
+#if defined(__x86_64__) || defined(__i386__)
+    return cpu_has_avx2_fma() && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512vnni");
+#else
+    return false;
+#endif
+}
+
+const char* kernel_path_name(KernelPath path) {
+    switch (path) {
+        case KernelPath::Auto: return "auto";
+        case KernelPath::Portable: return "portable";
+        case KernelPath::Avx2: return "avx2";
+        case KernelPath::Avx512: return "avx512";
+    }
+    return "auto";
+}
+
 void set_kernel_path(KernelPath path) {
     if (path == KernelPath::Avx2 && !cpu_has_avx2_fma()) {
         throw_unsupported("[matmul] this CPU has no AVX2/FMA");
+    }
+    if (path == KernelPath::Avx512 && !cpu_has_avx512_vnni()) {
+        throw_unsupported("[matmul] this CPU has no AVX-512 VNNI");
     }
     requested_path.store(path, std::memory_order_relaxed);
 }
@@ -326,6 +353,7 @@ void set_kernel_path(KernelPath path) {
 KernelPath active_kernel_path() {
     const KernelPath path = requested_path.load(std::memory_order_relaxed);
     if (path != KernelPath::Auto) return path;
+    if (cpu_has_avx512_vnni()) return KernelPath::Avx512;
     return cpu_has_avx2_fma() ? KernelPath::Avx2 : KernelPath::Portable;
 }
 
@@ -380,9 +408,8 @@ void matmul(const F32Matrix& w, const float* x, size_t x_stride, int64_t n_rows,
     call.n_rows = n_rows;
     call.y = y;
     call.y_stride = n_rows > 1 ? y_stride : static_cast<size_t>(w.rows);
-    const auto kernel = active_kernel_path() == KernelPath::Avx2
-                            ? &matmul_detail::f32_rows_avx2
-                            : &matmul_detail::f32_rows_portable;
+    const auto kernel =
+        vector_path() ? &matmul_detail::f32_rows_avx2 : &matmul_detail::f32_rows_portable;
     run_over_matrices<F32Call>(std::span(&call, 1), w.cols, n_rows, kernel, pool);
 }
 

@@ -4,8 +4,8 @@
 // pass over the weight bytes serves all n_rows inputs: decode (1-4 rows) is bound by weight
 // bandwidth, prefill (many rows) amortizes it. Work is split over output rows on the pool; each
 // output element is summed in a fixed order, so results do not depend on the thread count.
-// AVX2/FMA paths are chosen at run time (cpu_features.h); a portable path runs elsewhere and is
-// what tests compare the vector paths against.
+// AVX2/FMA (and AVX-512 VNNI) paths are chosen at run time (set_kernel_path below); a portable
+// path runs elsewhere and is what tests compare the vector paths against.
 #pragma once
 
 #include <cstddef>
@@ -58,10 +58,15 @@ void matmul(const F32Matrix& w, const float* x, size_t x_stride, int64_t n_rows,
 // Dequantizes one row of `w` into out[0, cols).
 void dequantize_row(const AffineMatrix& w, int64_t row, float* out);
 
-// Selects the kernel family; for tests and benchmarks. Default: the best the CPU supports.
-enum class KernelPath { Auto, Portable, Avx2 };
-void set_kernel_path(KernelPath path);
-KernelPath active_kernel_path();  // never Auto
+// Selects the kernel family, for the whole process: tests, benchmarks, and the engine's load
+// (`--tuning cpu_avx512=off` asks for Avx2). Default: the best the CPU supports.
+// Avx512 is Avx2 with the int8-activation matmul on AVX-512 VNNI (the same bits, fewer
+// instructions); every other kernel stays AVX2.
+enum class KernelPath { Auto, Portable, Avx2, Avx512 };
+void set_kernel_path(KernelPath path);          // throws Unsupported for a family the CPU lacks
+KernelPath active_kernel_path();                // never Auto
+const char* kernel_path_name(KernelPath path);  // "auto", "portable", "avx2", "avx512"
 bool cpu_has_avx2_fma();
+bool cpu_has_avx512_vnni();  // AVX-512 F, BW, VL and VNNI (with AVX2/FMA)
 
 }  // namespace cherenkov::engine

@@ -14,6 +14,7 @@
 #include "base/error.h"
 #include "base/half.h"
 #include "engine/cpu/matmul_kernels.h"
+#include "engine/cpu/prefetch.h"
 
 #define CHERENKOV_AVX2 __attribute__((target("avx2,fma")))
 
@@ -125,9 +126,11 @@ CHERENKOV_AVX2 void stream_tile(const AffineCall& call, int64_t row0) {
 #pragma GCC unroll 16
         for (int r = 0; r < NW; ++r) {
             const int64_t row = row0 + r;
-            codes[r] = group_codes<Bits>(w.codes + static_cast<size_t>(row) * row_bytes +
-                                             static_cast<size_t>(group) * group_bytes,
-                                         group_bytes, codes_end, padded[r]);
+            const uint8_t* group_start = w.codes + static_cast<size_t>(row) * row_bytes +
+                                         static_cast<size_t>(group) * group_bytes;
+            // The next tile's row, a group ahead of where it will be read (prefetch.h).
+            prefetch_next_tile(group_start, NW * row_bytes);
+            codes[r] = group_codes<Bits>(group_start, group_bytes, codes_end, padded[r]);
             scale[r] = _mm256_set1_ps(bf16_to_float(w.scales[row * n_groups + group]));
         }
         const float* xg = call.x + static_cast<size_t>(group) * static_cast<size_t>(w.group_size);

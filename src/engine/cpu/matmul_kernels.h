@@ -1,5 +1,6 @@
 // Internal to the CPU matmul: what matmul.cpp hands to the kernel families (portable in
-// matmul_portable.cpp, AVX2/FMA in matmul_avx2.cpp), and the summation order they share.
+// matmul_portable.cpp, AVX2/FMA in matmul_avx2.cpp and matmul_q8_avx2.cpp, AVX-512 VNNI for int8
+// activations in matmul_q8_avx512.cpp), and the summation order they share.
 //
 // Summation order of one output y[t][r] (fixed, so results depend neither on the thread count
 // nor on n_rows or on which of a family's kernels ran; only the family changes rounding):
@@ -21,7 +22,7 @@
 //   y[t][r] = hsum8(acc) + bsum,   qsum[t][g] = dx[t][g] · Σ xq over the group (exact integer)
 // The bias part takes the quantized x's sums, not x's own: then the rounding error of y is
 // Σ w_c · e_c over x's errors e_c, not Σ scale·q_c · e_c, whose codes (0..15, not centred)
-// would double it. Both families follow it with fused multiply-adds: they agree bit for bit.
+// would double it. All families follow it with fused multiply-adds: they agree bit for bit.
 #pragma once
 
 #include <cstddef>
@@ -93,6 +94,8 @@ void quantize_q8_rows_avx2(const float* x, size_t x_stride, int64_t cols, int gr
                            float* qsum);
 void affine_q8_rows_portable(const Q8Call& call, int64_t row_begin, int64_t row_end);
 void affine_q8_rows_avx2(const Q8Call& call, int64_t row_begin, int64_t row_end);
+// AVX-512 VNNI (matmul_q8_avx512.cpp): the AVX2 kernel's bits at half its integer instructions.
+void affine_q8_rows_avx512(const Q8Call& call, int64_t row_begin, int64_t row_end);
 void f32_rows_portable(const F32Call& call, int64_t row_begin, int64_t row_end);
 void f32_rows_avx2(const F32Call& call, int64_t row_begin, int64_t row_end);
 

@@ -13,6 +13,7 @@
 
 #include "base/half.h"
 #include "engine/cpu/matmul_kernels.h"
+#include "engine/cpu/prefetch.h"
 
 #define CHERENKOV_AVX2 __attribute__((target("avx2,fma")))
 
@@ -22,6 +23,10 @@ namespace {
 // Input rows per block: their activations (64 × cols bytes) stay in L2 while every weight row
 // of the range passes over them.
 constexpr int64_t kInputBlock = 64;
+#ifndef PF
+#define PF 8
+#endif
+constexpr size_t kPrefetchRows = PF;
 
 // Up to eight BF16 scales (n of them; the rest of the lanes zero) as floats.
 CHERENKOV_AVX2 inline __m256 scales_of_octet(const uint16_t* scales, int64_t n) {
@@ -91,6 +96,9 @@ CHERENKOV_AVX2 void q8_tile(const Q8Call& call, int64_t row0, int64_t t0) {
             __m256i high[NW];
 #pragma GCC unroll 16
             for (int r = 0; r < NW; ++r) {
+                // Each new cache line of codes: the same line of the next tile's row.
+                if (t0 == 0 && column % 128 == 0)
+                    prefetch_next_tile(codes[r] + column / 2, NW * row_bytes);
                 const __m256i bytes =
                     _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes[r] + column / 2));
                 low[r] = _mm256_and_si256(bytes, low_nibbles);

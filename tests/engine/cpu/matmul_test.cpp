@@ -112,12 +112,13 @@ protected:
     static std::vector<KernelPath> paths() {
         std::vector<KernelPath> result = {KernelPath::Portable};
         if (cpu_has_avx2_fma()) result.push_back(KernelPath::Avx2);
+        if (cpu_has_avx512_vnni()) result.push_back(KernelPath::Avx512);
         return result;
     }
 };
 
 std::string path_name(KernelPath path) {
-    return path == KernelPath::Avx2 ? "avx2" : "portable";
+    return kernel_path_name(path);
 }
 
 TEST_F(Matmul, AffineMatchesReferenceForEveryBitWidthGroupSizeAndRowCount) {
@@ -382,12 +383,18 @@ TEST_F(Matmul, KernelPathOverride) {
     set_kernel_path(KernelPath::Portable);
     EXPECT_EQ(active_kernel_path(), KernelPath::Portable);
     set_kernel_path(KernelPath::Auto);
-    EXPECT_EQ(active_kernel_path(), cpu_has_avx2_fma() ? KernelPath::Avx2 : KernelPath::Portable);
+    const KernelPath best = cpu_has_avx512_vnni() ? KernelPath::Avx512
+                            : cpu_has_avx2_fma()  ? KernelPath::Avx2
+                                                  : KernelPath::Portable;
+    EXPECT_EQ(active_kernel_path(), best);
     if (!cpu_has_avx2_fma()) {
         EXPECT_THROW(set_kernel_path(KernelPath::Avx2), Error);
     }
+    if (!cpu_has_avx512_vnni()) {
+        EXPECT_THROW(set_kernel_path(KernelPath::Avx512), Error);
+    }
+    EXPECT_STREQ(kernel_path_name(KernelPath::Avx512), "avx512");
 }
-
 
 // ---- int8 activations (ActivationPrecision::Q8) -------------------------------------------
 
@@ -438,8 +445,8 @@ void expect_q8_matches_reference(const QuantizedMatrix& m, const std::vector<flo
                     const double weight = m.dense[static_cast<size_t>(row * w.cols + column)];
                     same += scale * code * xq + bias * xq;
                     exact += weight * xg[c];
-                    magnitude += (std::fabs(scale * code) + 2.0 * std::fabs(bias)) *
-                                 std::fabs(xg[c]);
+                    magnitude +=
+                        (std::fabs(scale * code) + 2.0 * std::fabs(bias)) * std::fabs(xg[c]);
                     rounding += std::fabs(weight) * 0.5 * q.step;
                 }
             }
@@ -470,37 +477,52 @@ TEST_F(Matmul, Q8MatchesReferenceForEveryRowCount) {
                 matmul(m.view, x.data(), static_cast<size_t>(cols), n_rows, y.data(),
                        static_cast<size_t>(rows), &pool, ActivationPrecision::Q8);
                 expect_q8_matches_reference(m, x, n_rows, y,
-                                            path_name(path) + " group=" +
-                                                std::to_string(group_size) + " n_rows=" +
-                                                std::to_string(n_rows));
+                                            path_name(path) +
+                                                " group=" + std::to_string(group_size) +
+                                                " n_rows=" + std::to_string(n_rows));
                 if (HasFatalFailure()) return;
             }
         }
     }
 }
 
-// Both families make the same activation bytes and the same fused sums: the same bits.
-TEST_F(Matmul, Q8FamiliesAgreeBitForBit) {
-    if (!cpu_has_avx2_fma()) GTEST_SKIP() << "no AVX2/FMA on this CPU";
+// Every family makes the same activation bytes and the same fused sums: the same bits. The
+// widths cover whole octets of groups, a last partial octet and (group size 64) an odd number of
+// groups, whose last block the AVX-512 kernel takes alone.
+void expect_q8_families_agree(KernelPath vector_path) {
     for (const int group_size : {64, 128}) {
-        const int64_t rows = 11;
-        const int64_t cols = 2 * group_size + 256;
-        const QuantizedMatrix m = make_matrix(rows, cols, 4, group_size, 61);
-        for (const int64_t n_rows : {1, 4, 5, 50}) {
-            const size_t x_stride = static_cast<size_t>(cols) + 3;
-            const auto x = random_vector(x_stride * static_cast<size_t>(n_rows), 67);
-            std::vector<float> portable(static_cast<size_t>(rows * n_rows));
-            std::vector<float> avx2(portable.size());
-            set_kernel_path(KernelPath::Portable);
-            matmul(m.view, x.data(), x_stride, n_rows, portable.data(), static_cast<size_t>(rows),
-                   nullptr, ActivationPrecision::Q8);
-            set_kernel_path(KernelPath::Avx2);
-            matmul(m.view, x.data(), x_stride, n_rows, avx2.data(), static_cast<size_t>(rows),
-                   nullptr, ActivationPrecision::Q8);
-            ASSERT_EQ(std::memcmp(portable.data(), avx2.data(), avx2.size() * sizeof(float)), 0)
-                << "group=" << group_size << " n_rows=" << n_rows;
+        for (const int64_t n_groups : {int64_t{2} + 256 / group_size, int64_t{19}}) {
+            const int64_t rows = 11;
+            const int64_t cols = n_groups * group_size;
+            const QuantizedMatrix m = make_matrix(rows, cols, 4, group_size, 61);
+            for (const int64_t n_rows : {1, 2, 4, 5, 50}) {
+                const size_t x_stride = static_cast<size_t>(cols) + 3;
+                const auto x = random_vector(x_stride * static_cast<size_t>(n_rows), 67);
+                std::vector<float> portable(static_cast<size_t>(rows * n_rows));
+                std::vector<float> vector(portable.size());
+                set_kernel_path(KernelPath::Portable);
+                matmul(m.view, x.data(), x_stride, n_rows, portable.data(),
+                       static_cast<size_t>(rows), nullptr, ActivationPrecision::Q8);
+                set_kernel_path(vector_path);
+                matmul(m.view, x.data(), x_stride, n_rows, vector.data(), static_cast<size_t>(rows),
+                       nullptr, ActivationPrecision::Q8);
+                ASSERT_EQ(
+                    std::memcmp(portable.data(), vector.data(), vector.size() * sizeof(float)), 0)
+                    << path_name(vector_path) << " group=" << group_size << " cols=" << cols
+                    << " n_rows=" << n_rows;
+            }
         }
     }
+}
+
+TEST_F(Matmul, Q8FamiliesAgreeBitForBit) {
+    if (!cpu_has_avx2_fma()) GTEST_SKIP() << "no AVX2/FMA on this CPU";
+    expect_q8_families_agree(KernelPath::Avx2);
+}
+
+TEST_F(Matmul, Q8Avx512AgreesBitForBit) {
+    if (!cpu_has_avx512_vnni()) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+    expect_q8_families_agree(KernelPath::Avx512);
 }
 
 // As for F32: the same bytes for any thread count, and each row as if computed alone (decode,
@@ -666,9 +688,9 @@ TEST_F(Matmul, EachInputGivesEachMatrixItsOwnResult) {
     const float* const two_inputs[] = {x.data(), x.data()};
     float* const two_outputs[] = {y.data(), y.data()};
     EXPECT_THROW(matmul_each_input(mixed, two_inputs, 1, two_outputs, nullptr), Error);
-    EXPECT_THROW(matmul_each_input(std::span(mixed, 1), two_inputs, 1, std::span(two_outputs, 1),
-                                   nullptr),
-                 Error);
+    EXPECT_THROW(
+        matmul_each_input(std::span(mixed, 1), two_inputs, 1, std::span(two_outputs, 1), nullptr),
+        Error);
 }
 
 }  // namespace

@@ -1,0 +1,264 @@
+// AVX-512 VNNI kernels for 4-bit weights against int8 activations (ActivationPrecision::Q8; the
+// order is in matmul_kernels.h). One 64-byte load of codes holds two 64-column blocks; its low
+// nibbles are the blocks' even columns, its high nibbles the odd ones. Two vpdpbusd (64 unsigned
+// × signed byte products summed in fours into 16 int32 lanes) give both blocks' eight exact lane
+// sums at once, where AVX2 needs four multiply-adds and an add per block. The integer sums are
+// exact, so converting them and folding them into the float lanes with the same fused
+// multiply-adds, group by group, gives the AVX2 kernel's bits.
+// GCC 12's AVX-512 headers build 512-to-256-bit casts and extracts on a self-initialized
+// "undefined" pass-through, which -Wmaybe-uninitialized reports at every inlined use.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/half.h"
+#include "engine/cpu/matmul_kernels.h"
+#include "engine/cpu/prefetch.h"
+
+#define CHERENKOV_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")))
+
+namespace cherenkov::engine::matmul_detail {
+namespace {
+
+// As in the AVX2 kernels: input rows whose activations stay in L2 while the weight rows pass.
+constexpr int64_t kInputBlock = 64;
+
+// Up to eight BF16 scales (n of them; the rest of the lanes zero) as floats.
+CHERENKOV_AVX512 inline __m256 scales_of_octet(const uint16_t* scales, int64_t n) {
+    __m128i bits;
+    if (n == 8) {
+        bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales));
+    } else {
+        alignas(16) uint16_t padded[8] = {};
+        std::memcpy(padded, scales, static_cast<size_t>(n) * sizeof(uint16_t));
+        bits = _mm_load_si128(reinterpret_cast<const __m128i*>(padded));
+    }
+    // BF16 is the high half of a float.
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
+}
+
+// Up to eight floats (n of them; the rest zero).
+CHERENKOV_AVX512 inline __m256 floats_of_octet(const float* values, int64_t n) {
+    const auto mask = static_cast<__mmask8>((1U << n) - 1U);
+    return _mm256_maskz_loadu_ps(mask, values);
+}
+
+// The 16 int32 sums of 128 columns (two 64-column blocks) of one weight row against one input
+// row: lanes 0-7 the first block's eight lane sums, lanes 8-15 the second's.
+CHERENKOV_AVX512 inline __m512i block_pair_sums(__m512i low, __m512i high, __m512i even,
+                                                __m512i odd) {
+    return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), low, even), high, odd);
+}
+
+// One 64-column block's eight lane sums (the 256-bit form, for a last odd block).
+CHERENKOV_AVX512 inline __m256i block_sums(__m256i low, __m256i high, __m256i even, __m256i odd) {
+    return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), low, even), high, odd);
+}
+
+// The even (odd) activation halves of two consecutive 64-column blocks at xq: each block is its
+// 32 even columns then its 32 odd ones, so the halves are gathered from both blocks.
+CHERENKOV_AVX512 inline void load_block_pair(const int8_t* xq, __m512i* even, __m512i* odd) {
+    const __m512i first = _mm512_loadu_si512(xq);
+    const __m512i second = _mm512_loadu_si512(xq + 64);
+    // Quadword indices: 0-7 are `first`'s, 8-15 `second`'s.
+    *even = _mm512_permutex2var_epi64(first, _mm512_setr_epi64(0, 1, 2, 3, 8, 9, 10, 11), second);
+    *odd = _mm512_permutex2var_epi64(first, _mm512_setr_epi64(4, 5, 6, 7, 12, 13, 14, 15), second);
+}
+
+CHERENKOV_AVX512 inline __m256i low_half(__m512i v) {
+    return _mm512_castsi512_si256(v);
+}
+
+CHERENKOV_AVX512 inline __m256i high_half(__m512i v) {
+    return _mm512_extracti64x4_epi64(v, 1);
+}
+
+// Loads step[t][r] for the octet of groups starting at `group` (a multiple of 8): lane j is
+// the scale of group + j times dx[t] of that group, the product the AVX2 kernel forms per group
+// (one float multiply either way, so the same value).
+template <int NT, int NW>
+CHERENKOV_AVX512 inline void load_steps(const AffineMatrix& w, int64_t row0,
+                                        const float* const (&dx)[NT], int64_t group,
+                                        __m256 (&step)[NT][NW]) {
+    const int64_t n_groups = w.groups_per_row();
+    const int64_t n = std::min<int64_t>(8, n_groups - group);
+    __m256 dx_octet[NT];
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; ++t) dx_octet[t] = floats_of_octet(dx[t] + group, n);
+#pragma GCC unroll 16
+    for (int r = 0; r < NW; ++r) {
+        const __m256 scales = scales_of_octet(w.scales + (row0 + r) * n_groups + group, n);
+#pragma GCC unroll 16
+        for (int t = 0; t < NT; ++t) step[t][r] = _mm256_mul_ps(scales, dx_octet[t]);
+    }
+}
+
+// Folds one group's eight exact lane sums into the float lanes: acc += float(sums) · step of
+// the group (its lane of the octet).
+CHERENKOV_AVX512 inline void fold(__m256& acc, __m256 step, __m256i sums, int64_t group) {
+    const __m256i pick = _mm256_set1_epi32(static_cast<int>(group % 8));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_permutevar8x32_ps(step, pick), acc);
+}
+
+// y for input rows t0 .. t0+NT-1 and weight rows row0 .. row0+NW-1; Blocks = group_size / 64.
+template <int NT, int NW, int Blocks>
+CHERENKOV_AVX512 void q8_tile(const Q8Call& call, int64_t row0, int64_t t0) {
+    const AffineMatrix& w = *call.w;
+    const int64_t n_groups = w.groups_per_row();
+    const int64_t n_blocks = n_groups * Blocks;
+    const size_t row_bytes = w.row_code_bytes();
+    const auto cols = static_cast<size_t>(w.cols);
+    const __m512i low_nibbles = _mm512_set1_epi8(15);
+
+    const uint8_t* codes[NW];
+#pragma GCC unroll 16
+    for (int r = 0; r < NW; ++r) codes[r] = w.codes + static_cast<size_t>(row0 + r) * row_bytes;
+    const int8_t* xq[NT];
+    const float* dx[NT] = {};
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; ++t) {
+        xq[t] = call.xq + static_cast<size_t>(t0 + t) * cols;
+        dx[t] = call.dx + static_cast<size_t>(t0 + t) * static_cast<size_t>(n_groups);
+    }
+
+    __m256 acc[NT][NW];
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; ++t) {
+#pragma GCC unroll 16
+        for (int r = 0; r < NW; ++r) acc[t][r] = _mm256_setzero_ps();
+    }
+    __m256 step[NT][NW];  // the current octet's steps (load_steps, at every group % 8 == 0)
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; ++t) {
+#pragma GCC unroll 16
+        for (int r = 0; r < NW; ++r) step[t][r] = _mm256_setzero_ps();
+    }
+    int64_t block = 0;
+    for (; block + 2 <= n_blocks; block += 2) {
+        const size_t column = static_cast<size_t>(block * 64);
+        // Groups start on even blocks (Blocks is 1 or 2), so the octet's first group is first.
+        const int64_t group = block / Blocks;
+        if (group % 8 == 0) load_steps<NT, NW>(w, row0, dx, group, step);
+        __m512i low[NW];
+        __m512i high[NW];
+#pragma GCC unroll 16
+        for (int r = 0; r < NW; ++r) {
+            // This cache line of the next tile's row (prefetch.h).
+            if (t0 == 0) prefetch_next_tile(codes[r] + column / 2, NW * row_bytes);
+            const __m512i bytes = _mm512_loadu_si512(codes[r] + column / 2);
+            low[r] = _mm512_and_si512(bytes, low_nibbles);
+            high[r] = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), low_nibbles);
+        }
+#pragma GCC unroll 16
+        for (int t = 0; t < NT; ++t) {
+            __m512i even;
+            __m512i odd;
+            load_block_pair(xq[t] + column, &even, &odd);
+#pragma GCC unroll 16
+            for (int r = 0; r < NW; ++r) {
+                const __m512i sums = block_pair_sums(low[r], high[r], even, odd);
+                if constexpr (Blocks == 2) {
+                    // One group of 128 columns: its lane sums are both blocks' together.
+                    fold(acc[t][r], step[t][r], _mm256_add_epi32(low_half(sums), high_half(sums)),
+                         group);
+                } else {
+                    // Two groups of 64 columns, in order. The pair starts on an even group,
+                    // so both lie in one octet of steps.
+                    fold(acc[t][r], step[t][r], low_half(sums), group);
+                    fold(acc[t][r], step[t][r], high_half(sums), group + 1);
+                }
+            }
+        }
+    }
+    if (block < n_blocks) {
+        // A last lone block of 64 columns (group size 64, an odd number of groups).
+        const size_t column = static_cast<size_t>(block * 64);
+        const int64_t group = block;
+        if (group % 8 == 0) load_steps<NT, NW>(w, row0, dx, group, step);
+        const __m256i low_nibbles256 = _mm256_set1_epi8(15);
+#pragma GCC unroll 16
+        for (int r = 0; r < NW; ++r) {
+            const __m256i bytes =
+                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes[r] + column / 2));
+            const __m256i low = _mm256_and_si256(bytes, low_nibbles256);
+            const __m256i high = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low_nibbles256);
+#pragma GCC unroll 16
+            for (int t = 0; t < NT; ++t) {
+                const __m256i even =
+                    _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[t] + column));
+                const __m256i odd =
+                    _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[t] + column + 32));
+                fold(acc[t][r], step[t][r], block_sums(low, high, even, odd), group);
+            }
+        }
+    }
+    // The bias term after the loop, in group order, as the AVX2 kernel forms it.
+    __m128 bsum[NT][NW];
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; ++t) {
+#pragma GCC unroll 16
+        for (int r = 0; r < NW; ++r) bsum[t][r] = _mm_setzero_ps();
+    }
+    for (int64_t group = 0; group < n_groups; ++group) {
+        const float* xs = call.qsum + group;
+#pragma GCC unroll 16
+        for (int r = 0; r < NW; ++r) {
+            const __m128 bias = _mm_set_ss(bf16_to_float(w.biases[(row0 + r) * n_groups + group]));
+#pragma GCC unroll 16
+            for (int t = 0; t < NT; ++t) {
+                bsum[t][r] = _mm_fmadd_ss(bias, _mm_load_ss(xs + (t0 + t) * n_groups), bsum[t][r]);
+            }
+        }
+    }
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; ++t) {
+#pragma GCC unroll 16
+        for (int r = 0; r < NW; ++r) {
+            alignas(32) float lanes[8];
+            _mm256_store_ps(lanes, acc[t][r]);
+            call.y[static_cast<size_t>(t0 + t) * call.y_stride + static_cast<size_t>(row0 + r)] =
+                hsum8(lanes) + _mm_cvtss_f32(bsum[t][r]);
+        }
+    }
+}
+
+// Weight rows row0 .. row0+NW-1 against input rows [t_begin, t_end), three at a time.
+template <int NW, int Blocks>
+CHERENKOV_AVX512 void q8_input_rows(const Q8Call& call, int64_t row0, int64_t t_begin,
+                                    int64_t t_end) {
+    int64_t t = t_begin;
+    for (; t + 3 <= t_end; t += 3) q8_tile<3, NW, Blocks>(call, row0, t);
+    if (t_end - t == 2) q8_tile<2, NW, Blocks>(call, row0, t);
+    if (t_end - t == 1) q8_tile<1, NW, Blocks>(call, row0, t);
+}
+
+// The AVX2 kernels' tiling: one input row against four weight rows at a time; more input rows
+// in blocks, pairs of weight rows over three input rows.
+template <int Blocks>
+CHERENKOV_AVX512 void q8_rows(const Q8Call& call, int64_t row_begin, int64_t row_end) {
+    if (call.n_rows == 1) {
+        int64_t row = row_begin;
+        for (; row + 4 <= row_end; row += 4) q8_tile<1, 4, Blocks>(call, row, 0);
+        for (; row < row_end; ++row) q8_tile<1, 1, Blocks>(call, row, 0);
+        return;
+    }
+    for (int64_t b0 = 0; b0 < call.n_rows; b0 += kInputBlock) {
+        const int64_t b1 = std::min(call.n_rows, b0 + kInputBlock);
+        int64_t row = row_begin;
+        for (; row + 2 <= row_end; row += 2) q8_input_rows<2, Blocks>(call, row, b0, b1);
+        if (row < row_end) q8_input_rows<1, Blocks>(call, row, b0, b1);
+    }
+}
+
+}  // namespace
+
+void affine_q8_rows_avx512(const Q8Call& call, int64_t row_begin, int64_t row_end) {
+    if (call.w->group_size == 128) return q8_rows<2>(call, row_begin, row_end);
+    q8_rows<1>(call, row_begin, row_end);
+}
+
+}  // namespace cherenkov::engine::matmul_detail
