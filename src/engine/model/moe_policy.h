@@ -23,10 +23,10 @@ std::vector<ExpertRequest> union_of(std::span<const int32_t> experts,
 
 // What fetch_in_groups does with a fetch: a backend overrides deliver() and the hooks it needs.
 // Each group's calls come in this order:
-//   begin_group, then per record: [before_blocking_wait,] before_wait, after_wait, deliver; then a
-//   last [before_blocking_wait,] before_wait and after_wait (the wait that finds the group done),
-//   end_group, and release_group. before_blocking_wait comes only where the batch could not say
-//   that the record is ready (ExpertBatch::ready).
+//   begin_group, then per record: [before_blocking_wait, before_wait, after_wait,] deliver; then a
+//   last [before_blocking_wait, before_wait, after_wait] (the wait that finds the group done),
+//   end_group, and release_group. The bracketed hooks come only where the batch could not say
+//   that the record (or the end) is ready (ExpertBatch::ready): a wait that may block.
 // After an early stop (deliver returns false) or an exception, release_group still runs (and
 // end_group does not), always while the group's batch (and its records) are alive.
 class ExpertReceiver {
@@ -42,7 +42,7 @@ public:
     // Before a wait for the group's next record that may block (a read still in flight): work on
     // the records delivered so far is best done now, while the host would otherwise sit idle.
     virtual void before_blocking_wait() {}
-    // Around each blocking wait for the group's next record (ExpertBatch::next).
+    // Around each wait for the group's next record that may block (ExpertBatch::next).
     virtual void before_wait() {}
     virtual void after_wait() {}
     // Every record of the group has been delivered (cut requests aside); work that reads the

@@ -155,8 +155,8 @@ TEST(MoePolicy, FetchesInGroupsTheSourceCanPinWithHooksInOrder) {
                    "wait",         "waited",     "end",   "release", "batch gone"}));
 }
 
-// A receiver hears before_blocking_wait only before the waits the batch could not say are ready:
-// here after the two records at hand, before the third and before the end.
+// A receiver hears the wait hooks only around the waits the batch could not say are ready: here
+// after the two records at hand, before the third and before the end.
 TEST(MoePolicy, BlockingWaitsAreAnnouncedOnlyWhereTheBatchHasNoRecordReady) {
     class BlockLogger final : public engine::ExpertReceiver {
     public:
@@ -166,6 +166,8 @@ TEST(MoePolicy, BlockingWaitsAreAnnouncedOnlyWhereTheBatchHasNoRecordReady) {
             return true;
         }
         void before_blocking_wait() override { log_.push_back("block"); }
+        void before_wait() override { log_.push_back("wait"); }
+        void after_wait() override { log_.push_back("waited"); }
 
     private:
         Log& log_;
@@ -174,8 +176,8 @@ TEST(MoePolicy, BlockingWaitsAreAnnouncedOnlyWhereTheBatchHasNoRecordReady) {
     source.ready_first = 2;
     BlockLogger receiver(source.log);
     engine::fetch_in_groups(source, 0, requests_of({4, 5, 6}), receiver);
-    EXPECT_EQ(source.log, (Log{"fetch L0 4 5 6", "deliver 6", "deliver 5", "block", "deliver 4",
-                               "block", "batch gone"}));
+    EXPECT_EQ(source.log, (Log{"fetch L0 4 5 6", "deliver 6", "deliver 5", "block", "wait",
+                               "waited", "deliver 4", "block", "wait", "waited", "batch gone"}));
 }
 
 TEST(MoePolicy, AnUnboundedSourceGetsOneFetchAndNoRequestsNone) {
