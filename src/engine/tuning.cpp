@@ -10,11 +10,18 @@
 namespace cherenkov::engine {
 namespace {
 
-constexpr int64_t kMaxIoPieceKib = int64_t{1} << 20;  // 1 GiB: far above any record
-
 struct BoolKey {
     std::string_view key;
     bool Tuning::*field;
+};
+
+// A whole-number key: its value is one of [min, max] (`unit` names it in messages).
+struct IntKey {
+    std::string_view key;
+    int64_t Tuning::*field;
+    int64_t min;
+    int64_t max;
+    std::string_view unit;
 };
 
 constexpr std::array kBoolKeys{
@@ -29,14 +36,19 @@ constexpr std::array kBoolKeys{
     BoolKey{"gemv_slices", &Tuning::gemv_slices},
     BoolKey{"expert_layer", &Tuning::expert_layer},
     BoolKey{"nt_fill", &Tuning::nt_fill},
+    BoolKey{"cpu_avx512", &Tuning::cpu_avx512},
 };
 
-constexpr std::string_view kIoPieceKib = "io_piece_kib";
+constexpr std::array kIntKeys{
+    // 1 GiB: far above any record.
+    IntKey{"io_piece_kib", &Tuning::io_piece_kib, 0, int64_t{1} << 20, "KiB"},
+    IntKey{"next_layer_copies", &Tuning::next_layer_copies, 0, 64, "experts"},
+};
 
-constexpr std::array<std::string_view, kBoolKeys.size() + 1> all_keys() {
-    std::array<std::string_view, kBoolKeys.size() + 1> keys{};
+constexpr std::array<std::string_view, kBoolKeys.size() + kIntKeys.size()> all_keys() {
+    std::array<std::string_view, kBoolKeys.size() + kIntKeys.size()> keys{};
     for (size_t i = 0; i < kBoolKeys.size(); ++i) keys[i] = kBoolKeys[i].key;
-    keys[kBoolKeys.size()] = kIoPieceKib;
+    for (size_t i = 0; i < kIntKeys.size(); ++i) keys[kBoolKeys.size() + i] = kIntKeys[i].key;
     return keys;
 }
 
@@ -62,15 +74,17 @@ bool parse_bool(std::string_view setting, std::string_view key, std::string_view
                         std::string(value) + "'");
 }
 
-int64_t parse_kib(std::string_view setting, std::string_view value) {
-    int64_t kib = 0;
+int64_t parse_int(std::string_view setting, const IntKey& entry, std::string_view value) {
+    int64_t number = 0;
     const char* end = value.data() + value.size();
-    const auto [ptr, ec] = std::from_chars(value.data(), end, kib);
-    if (value.empty() || ec != std::errc{} || ptr != end || kib < 0 || kib > kMaxIoPieceKib) {
-        reject(setting, "key '" + std::string(kIoPieceKib) + "' takes a whole number of KiB, 0-" +
-                            std::to_string(kMaxIoPieceKib) + ", not '" + std::string(value) + "'");
+    const auto [ptr, ec] = std::from_chars(value.data(), end, number);
+    if (value.empty() || ec != std::errc{} || ptr != end || number < entry.min ||
+        number > entry.max) {
+        reject(setting, "key '" + std::string(entry.key) + "' takes a whole number of " +
+                            std::string(entry.unit) + ", " + std::to_string(entry.min) + "-" +
+                            std::to_string(entry.max) + ", not '" + std::string(value) + "'");
     }
-    return kib;
+    return number;
 }
 
 }  // namespace
@@ -88,9 +102,11 @@ void apply_tuning(Tuning& tuning, std::string_view setting) {
             return;
         }
     }
-    if (key == kIoPieceKib) {
-        tuning.io_piece_kib = parse_kib(setting, value);
-        return;
+    for (const IntKey& entry : kIntKeys) {
+        if (entry.key == key) {
+            tuning.*entry.field = parse_int(setting, entry, value);
+            return;
+        }
     }
     reject(setting, "unknown key '" + std::string(key) + "' (keys: " + key_list() + ")");
 }
@@ -108,8 +124,9 @@ std::vector<std::string> tuning_settings(const Tuning& tuning) {
         if (tuning.*entry.field == defaults.*entry.field) continue;
         out.push_back(std::string(entry.key) + (tuning.*entry.field ? "=on" : "=off"));
     }
-    if (tuning.io_piece_kib != defaults.io_piece_kib) {
-        out.push_back(std::string(kIoPieceKib) + "=" + std::to_string(tuning.io_piece_kib));
+    for (const IntKey& entry : kIntKeys) {
+        if (tuning.*entry.field == defaults.*entry.field) continue;
+        out.push_back(std::string(entry.key) + "=" + std::to_string(tuning.*entry.field));
     }
     return out;
 }

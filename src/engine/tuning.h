@@ -45,15 +45,22 @@ struct Tuning {
     // CUDA: buffered expert reads fill the host pool with non-temporal stores (the device copies
     // them by DMA, the CPU never reads them); off: plain copies through the CPU caches.
     bool nt_fill = true;
+    // The CPU's int8-activation matmuls (--cpu-activations q8: the CPU backend and the CUDA
+    // path's CPU experts) on AVX-512 VNNI where the CPU has it; off: the AVX2 kernels (same bits).
+    bool cpu_avx512 = true;
     // Expert reads cut into pieces of this many KiB, so one record's read overlaps its copy;
     // 0: whole records (one request each). -1: the expert cache's default (512 KiB).
     int64_t io_piece_kib = -1;
+    // CUDA decode with the table mapped (--host-pool-gb mapped): up to this many of the next
+    // layer's predicted experts that the device pool lacks are copied into it behind the layer's
+    // misses, while the copy engine would otherwise idle through the next layer's mixer; 0: none.
+    int64_t next_layer_copies = 2;
 
     bool operator==(const Tuning&) const = default;
 };
 
 // Applies one `key=value` setting. Booleans take on/off, true/false or 1/0; io_piece_kib a
-// whole number of KiB, 0-1048576. Throws InvalidInput naming the setting and the key for an
+// whole number of KiB, 0-1048576; next_layer_copies a whole number of experts, 0-64. Throws InvalidInput naming the setting and the key for an
 // unknown key, a missing '=' or a bad value (the message lists the keys).
 void apply_tuning(Tuning& tuning, std::string_view setting);
 

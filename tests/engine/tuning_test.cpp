@@ -30,8 +30,9 @@ TEST(Tuning, DefaultsTurnEveryPathOn) {
     EXPECT_TRUE(tuning.cuda_graphs && tuning.step_graphs && tuning.device_routing &&
                 tuning.side_streams && tuning.launch_overlap && tuning.gemm_mma &&
                 tuning.gemv_mma && tuning.gemv_bulk && tuning.gemv_slices && tuning.expert_layer &&
-                tuning.nt_fill);
+                tuning.nt_fill && tuning.cpu_avx512);
     EXPECT_EQ(tuning.io_piece_kib, -1);
+    EXPECT_EQ(tuning.next_layer_copies, 2);
     EXPECT_TRUE(tuning_settings(tuning).empty());
 }
 
@@ -49,14 +50,16 @@ TEST(Tuning, SettingsApplyInOrder) {
 
 TEST(Tuning, EveryKeyRoundTrips) {
     for (const std::string_view key : tuning_keys()) {
-        const std::string setting = std::string(key) + (key == "io_piece_kib" ? "=1024" : "=off");
+        const std::string setting = std::string(key) + (key == "io_piece_kib"        ? "=1024"
+                                                        : key == "next_layer_copies" ? "=5"
+                                                                                     : "=off");
         const std::vector<std::string> settings{setting};
         const Tuning tuning = parse_tuning(settings);
         EXPECT_NE(tuning, Tuning{}) << key;
         EXPECT_EQ(tuning_settings(tuning), settings) << key;
         EXPECT_EQ(parse_tuning(tuning_settings(tuning)), tuning) << key;
     }
-    EXPECT_EQ(tuning_keys().size(), 12U);
+    EXPECT_EQ(tuning_keys().size(), 14U);
 }
 
 TEST(Tuning, BadSettingsNameTheKey) {
@@ -77,6 +80,10 @@ TEST(Tuning, BadSettingsNameTheKey) {
         const std::string message = message_of(bad);
         EXPECT_NE(message.find("key 'io_piece_kib'"), std::string::npos) << message;
     }
+    const std::string copies = message_of("next_layer_copies=65");
+    EXPECT_NE(copies.find("key 'next_layer_copies' takes a whole number of experts, 0-64"),
+              std::string::npos)
+        << copies;
     EXPECT_NE(message_of("=on").find("unknown key ''"), std::string::npos);
     EXPECT_NE(message_of("cuda_graphs=ON").find("key 'cuda_graphs'"), std::string::npos);
 }

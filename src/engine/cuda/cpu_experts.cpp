@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <utility>
 
 #include "base/error.h"
 #include "engine/model/expert_swiglu.h"
@@ -33,20 +34,16 @@ CpuExpertsSetting CpuExpertsSetting::parse(std::string_view text, std::string_vi
 
 std::string CpuExpertsSetting::name() const {
     switch (mode) {
-        case Mode::Off:
-            return "off";
-        case Mode::Auto:
-            return "auto";
-        case Mode::Share:
-            break;
+        case Mode::Off: return "off";
+        case Mode::Auto: return "auto";
+        case Mode::Share: break;
     }
     char text[32];
     std::snprintf(text, sizeof text, "%g", share);
     return text;
 }
 
-CpuExperts::CpuExperts(CpuExpertsSetting setting, ThreadPool* pool,
-                       ActivationPrecision activations)
+CpuExperts::CpuExperts(CpuExpertsSetting setting, ThreadPool* pool, ActivationPrecision activations)
     : setting_(setting), pool_(pool), activations_(activations) {}
 
 void CpuExperts::set_copy_seconds(double seconds) {
@@ -102,6 +99,62 @@ void CpuExperts::compute(std::span<const ExpertWeights> experts, const float* x,
     cpu_seconds_ = fresh ? each : cpu_seconds_ + (each - cpu_seconds_) / 16.0;
     figures_.computed += experts.size();
     figures_.seconds += seconds;
+}
+
+void CpuExperts::start(std::span<const ExpertWeights> experts, const float* x, int64_t n_rows,
+                       std::span<float* const> ys) {
+    CHERENKOV_ASSERT(!in_flight_, "one CPU experts job at a time");
+    if (experts.empty()) return;
+    if (!helper_.joinable()) {
+        helper_ = std::jthread([this](const std::stop_token& stop) { helper_loop(stop); });
+    }
+    job_ = Job{experts, x, n_rows, ys};
+    failure_ = nullptr;
+    in_flight_ = true;
+    state_.store(kPosted, std::memory_order_release);
+    state_.notify_one();
+}
+
+void CpuExperts::wait() {
+    if (!in_flight_) return;
+    // The job takes tens to hundreds of µs: spin briefly (the engine thread has just queued the
+    // device's work), then sleep.
+    for (int spin = 0; spin < 4096 && state_.load(std::memory_order_acquire) == kPosted; ++spin) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    }
+    state_.wait(kPosted, std::memory_order_acquire);
+    in_flight_ = false;
+    if (failure_) std::rethrow_exception(std::exchange(failure_, nullptr));
+}
+
+void CpuExperts::wait_quietly() noexcept {
+    try {
+        wait();
+    } catch (...) {
+        in_flight_ = false;
+    }
+}
+
+void CpuExperts::helper_loop(const std::stop_token& stop) {
+    const std::stop_callback wake(stop, [this] {
+        state_.store(kStopping, std::memory_order_release);
+        state_.notify_all();
+    });
+    for (;;) {
+        state_.wait(kIdle, std::memory_order_acquire);
+        if (state_.load(std::memory_order_acquire) == kStopping) return;
+        try {
+            compute(job_.experts, job_.x, job_.n_rows, job_.ys);
+        } catch (...) {
+            failure_ = std::current_exception();
+        }
+        // kIdle unless the destructor asked to stop meanwhile.
+        uint32_t posted = kPosted;
+        state_.compare_exchange_strong(posted, kIdle, std::memory_order_acq_rel);
+        state_.notify_all();
+    }
 }
 
 CpuExpertsFigures CpuExperts::figures() const {

@@ -12,11 +12,14 @@
 // the device's grouped GEMMs. Plain C++, no CUDA types: cuda_model.h's options carry it.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <exception>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 
 #include "engine/cpu/matmul.h"
 #include "engine/experts/expert_source.h"
@@ -54,7 +57,9 @@ public:
     // `pool` null: the split is off whatever the setting.
     CpuExperts(CpuExpertsSetting setting, ThreadPool* pool, ActivationPrecision activations);
 
-    bool enabled() const { return setting_.mode != CpuExpertsSetting::Mode::Off && pool_ != nullptr; }
+    bool enabled() const {
+        return setting_.mode != CpuExpertsSetting::Mode::Off && pool_ != nullptr;
+    }
     const CpuExpertsSetting& setting() const { return setting_; }
 
     // auto, before the device's copy time is known: the next miss should be copied with its time
@@ -78,6 +83,16 @@ public:
     // and the figures.
     void compute(std::span<const ExpertWeights> experts, const float* x, int64_t n_rows,
                  std::span<float* const> ys);
+    // compute() on a helper thread (the thread pool's caller while it runs), so the engine
+    // thread can queue the device's side of the call meanwhile. Returns at once; the spans and
+    // what they point to must stay valid until wait(). One job at a time, and nothing else may
+    // use the thread pool until wait() returns.
+    void start(std::span<const ExpertWeights> experts, const float* x, int64_t n_rows,
+               std::span<float* const> ys);
+    // Blocks until the started job (if any) is done; rethrows its exception. wait_quietly: the
+    // same for unwinding paths, dropping the exception.
+    void wait();
+    void wait_quietly() noexcept;
 
     CpuExpertsFigures figures() const;
 
@@ -86,13 +101,29 @@ private:
     double cpu_cost() const;
     double device_cost() const;
 
+    struct Job {
+        std::span<const ExpertWeights> experts;
+        const float* x = nullptr;
+        int64_t n_rows = 0;
+        std::span<float* const> ys;
+    };
+    void helper_loop(const std::stop_token& stop);
+
     CpuExpertsSetting setting_;
     ThreadPool* pool_;
     ActivationPrecision activations_;
     double copy_seconds_ = 0.0;
-    double cpu_seconds_ = 0.0;  // running average of one expert's CPU time
+    double cpu_seconds_ = 0.0;       // running average of one expert's CPU time
     int64_t calls_without_cpu_ = 0;  // calls with misses in a row that gave the CPU none
     CpuExpertsFigures figures_;
+    // The helper thread (started with the first job) and its handoff: `state_` goes Idle →
+    // Posted (engine thread, job_ written) → Idle (helper, job done, failure_ set on error).
+    enum State : uint32_t { kIdle = 0, kPosted = 1, kStopping = 2 };
+    std::atomic<uint32_t> state_{kIdle};
+    bool in_flight_ = false;  // engine thread: a job was started and not yet waited for
+    Job job_;
+    std::exception_ptr failure_;
+    std::jthread helper_;  // last: joined before the fields it uses go
 };
 
 }  // namespace cherenkov::engine::cuda

@@ -596,6 +596,7 @@ private:
     DeviceBuffer rope_inv_freq_;
     std::unique_ptr<DeviceExpertPool> pool_;
     std::unique_ptr<CpuExperts> cpu_experts_;  // decode misses computed on the CPU (--cpu-experts)
+    int64_t next_layer_copies_ = 0;            // --tuning next_layer_copies
     std::string pool_description_;
     int64_t prefill_rows_ = 1;             // rows per prefill call the scratch reservation covers
     uint64_t scratch_reserved_bytes_ = 0;  // kept outside the pool for those rows
@@ -623,10 +624,10 @@ private:
     bool in_step_graph_ = false;  // inside a whole-step body: layers queue kernels only
     DecodePhases decode_phases_;
     // GPU stage coverage of decode and MTP calls; mutable: reading it folds in finished windows.
-    mutable std::unique_ptr<GpuStageTimer> stage_timer_;  // made once stream_ exists
+    mutable std::unique_ptr<GpuStageTimer> stage_timer_;          // made once stream_ exists
     mutable std::unique_ptr<GpuStageTimer> prefill_stage_timer_;  // prefill calls' windows
-    HostStaging ple_staging_;  // a call's n-gram rows on their way to the device
-    uint64_t device_routed_calls_ = 0;                    // MoE layer calls routed on the device
+    HostStaging ple_staging_;           // a call's n-gram rows on their way to the device
+    uint64_t device_routed_calls_ = 0;  // MoE layer calls routed on the device
 };
 
 // One forward or MTP call on the device: every op is queued on the engine stream. The call's
@@ -809,9 +810,8 @@ CudaPass::CudaPass(CudaBackendOps& ops, SequenceState& state, const PassSpec& sp
         }
         ple_pending_.assign(n_layers, false);
         if (n_ple > 0) {
-            ple_host_ = static_cast<float*>(
-                ops.ple_staging_.take(n_ple * static_cast<size_t>(n_rows * c_.ple_embed_dim) *
-                                      sizeof(float)));
+            ple_host_ = static_cast<float*>(ops.ple_staging_.take(
+                n_ple * static_cast<size_t>(n_rows * c_.ple_embed_dim) * sizeof(float)));
         }
         for (size_t l = 0; l < n_layers; ++l) {
             if (!ops.weights_.layers[l].ple) continue;
@@ -1053,6 +1053,7 @@ DeviceContext CudaBackendOps::context(ForwardTrace* trace) const {
     ctx.experts = &experts_;
     ctx.expert_pool = pool_.get();
     ctx.cpu_experts = cpu_experts_.get();
+    ctx.next_layer_copies = next_layer_copies_;
     ctx.side = side_.get();
     ctx.trace = trace;
     return ctx;
@@ -1109,6 +1110,7 @@ CudaBackendOps::CudaBackendOps(const ModelWeights& weights, ExpertSource& expert
     // step_graphs=off keeps the per-layer graphs only, for A/B runs.
     step_graphs_enabled_ = graphs_enabled_ && tuning.step_graphs;
     device_routing_ = tuning.device_routing;
+    next_layer_copies_ = tuning.next_layer_copies;
     if (tuning.side_streams) side_ = std::make_unique<SideStreams>();
 
     // RoPE frequencies exactly as engine::Rope computes them.
@@ -1411,6 +1413,8 @@ BackendStats CudaBackendOps::backend_stats() const {
     d.cpu_experts_seconds = cpu.seconds;
     d.cpu_experts_copied = cpu.copied;
     d.cpu_experts_share = cpu.share;
+    d.experts_copied_ahead = pool_->copied_ahead();
+    d.experts_used_ahead = pool_->used_ahead();
     const TierCounters counters = pool_->counters();
     d.pool = DevicePoolCounters{.hits = counters.hits,
                                 .uploads = counters.misses,

@@ -85,6 +85,7 @@ DeviceExpertPool::DeviceExpertPool(const store::ExpertLayout& layout, int64_t n_
     slots_ =
         std::make_unique<SlotTable>(static_cast<uint64_t>(n_slots), layout.n_records(), policy);
     slot_release_.assign(static_cast<size_t>(n_slots), -1);
+    filled_ahead_.assign(static_cast<size_t>(n_slots), false);
     layout_by_bits_.resize(kMaxBits + 1);
     has_layout_.assign(kMaxBits + 1, false);
 }
@@ -148,7 +149,7 @@ void DeviceExpertPool::fence_eviction(const SlotKey& evicted) {
     count_resident(evicted, -1);
 }
 
-void DeviceExpertPool::upload(int32_t slot, const ExpertWeights& weights) {
+void DeviceExpertPool::upload(int32_t slot, const ExpertWeights& weights, bool compute_waits) {
     const store::ExpertLayout& l = layout_for(weights.bits);
     // The copy waits for the kernels that last read this slot.
     const int32_t release = slot_release_[static_cast<size_t>(slot)];
@@ -184,7 +185,52 @@ void DeviceExpertPool::upload(int32_t slot, const ExpertWeights& weights) {
         }
     }
     CHERENKOV_CUDA_CHECK(cudaEventRecord(impl_->copy_done, impl_->copy));
+    filled_ahead_[static_cast<size_t>(slot)] = !compute_waits;
+    if (!compute_waits) {
+        ahead_pending_ = true;
+        return;
+    }
     CHERENKOV_CUDA_CHECK(cudaStreamWaitEvent(impl_->compute, impl_->copy_done, 0));
+    // The copy stream is in order: this wait covers every earlier copy, those ahead too.
+    ahead_pending_ = false;
+}
+
+void DeviceExpertPool::join_ahead() {
+    if (!ahead_pending_) return;
+    // copy_done was last recorded after the latest copy, so the wait covers every one before it.
+    CHERENKOV_CUDA_CHECK(cudaStreamWaitEvent(impl_->compute, impl_->copy_done, 0));
+    ahead_pending_ = false;
+}
+
+void DeviceExpertPool::note_hit(uint32_t slot) {
+    if (!filled_ahead_[slot]) return;
+    filled_ahead_[slot] = false;
+    ++used_ahead_;
+}
+
+void DeviceExpertPool::copy_ahead(int64_t layer, int32_t expert, const ExpertWeights& weights) {
+    if (weights.bits > max_bits_ || !affine_gemv_supports(weights.bits, layout_.group_size)) {
+        return;  // acquire() will refuse it, with the reason, if the layer ever asks for it
+    }
+    const SlotKey key = key_of(layer, expert, weights.bits);
+    if (slots_->find(key) >= 0) return;
+    SlotTable::Claim claim;
+    try {
+        claim = slots_->claim(key, layout_for(weights.bits).down.biases.end());
+    } catch (const Error& e) {
+        if (e.kind() == ErrorKind::ResourceExhausted) return;  // every slot pinned: skip it
+        throw;
+    }
+    note_pinned(claim.slot);
+    try {
+        if (claim.evicted) fence_eviction(*claim.evicted);
+        upload(static_cast<int32_t>(claim.slot), weights, false);
+    } catch (...) {
+        slots_->release(claim.slot);
+        throw;
+    }
+    count_resident(key, 1);
+    ++copied_ahead_;
 }
 
 DeviceExpert DeviceExpertPool::acquire(int64_t layer, int32_t expert,
@@ -193,6 +239,7 @@ DeviceExpert DeviceExpertPool::acquire(int64_t layer, int32_t expert,
         throw_invalid("[device_expert_pool] a " + std::to_string(weights.bits) +
                       "-bit record does not fit slots of " + std::to_string(max_bits_) + " bits");
     }
+    join_ahead();
     const SlotKey key = key_of(layer, expert, weights.bits);
     const uint64_t used = layout_for(weights.bits).down.biases.end();
     SlotTable::Claim claim;
@@ -206,6 +253,7 @@ DeviceExpert DeviceExpertPool::acquire(int64_t layer, int32_t expert,
     }
     const auto slot = static_cast<int32_t>(claim.slot);
     note_pinned(claim.slot);
+    if (claim.hit) note_hit(claim.slot);
     if (!claim.hit) {
         try {
             if (claim.evicted) fence_eviction(*claim.evicted);
@@ -225,6 +273,8 @@ std::optional<DeviceExpert> DeviceExpertPool::acquire_resident(int64_t layer, in
     if (bits > max_bits_) return std::nullopt;
     const std::optional<uint32_t> slot = slots_->claim_held(key_of(layer, expert, bits));
     if (!slot) return std::nullopt;
+    join_ahead();
+    note_hit(*slot);
     note_pinned(*slot);
     return view_of(static_cast<int32_t>(*slot), bits);
 }
@@ -263,7 +313,12 @@ const ExpertAddress* DeviceExpertPool::layer_addresses(int64_t layer) {
     if (layer < 0 || layer >= layout_.n_layers()) return nullptr;
     const auto l = static_cast<size_t>(layer);
     const int64_t n_experts = layout_.n_experts;
-    if (on_device_[l]) return impl_->layer_map + layer * n_experts;
+    // Only where the layer's slots are handed out: every layer start asks, and a wait there
+    // would hold the next layer's mixer up behind the copies ahead.
+    if (on_device_[l]) {
+        join_ahead();
+        return impl_->layer_map + layer * n_experts;
+    }
     // Only a pool that holds the whole table keeps mapped layers mapped (no evictions); a
     // smaller one would evict and unmap them again and again.
     if (n_slots_ < static_cast<int64_t>(layout_.n_records()) || resident_in_layer_[l] < n_experts)
@@ -279,6 +334,7 @@ const ExpertAddress* DeviceExpertPool::layer_addresses(int64_t layer) {
     }
     // From pageable memory: the call returns once the bytes are staged, so `addresses` may go.
     ExpertAddress* map = impl_->layer_map + layer * n_experts;
+    join_ahead();
     CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(map, addresses.data(),
                                          addresses.size() * sizeof(ExpertAddress),
                                          cudaMemcpyHostToDevice, impl_->compute));

@@ -88,6 +88,15 @@ public:
     // hit; nullopt when it is not resident (nothing is counted then: the later acquire() with
     // the host record counts the upload). Lets the caller skip host fetches of resident experts.
     std::optional<DeviceExpert> acquire_resident(int64_t layer, int32_t expert, int bits);
+    // Makes (layer, expert, weights.bits) resident for a later layer call, unpinned: acquire()'s
+    // copy without the compute stream's wait after it. That wait comes before the pool next hands
+    // out a slot (acquire, acquire_resident, layer_addresses), so work queued meanwhile (the
+    // layer in flight, the next layer's mixer) does not wait for it. The host record must
+    // outlive the copy (a mapped table: finish_batch(false) after). Counted as an upload, and as
+    // copied ahead; a later hit on the slot before it is replaced counts as used ahead.
+    void copy_ahead(int64_t layer, int32_t expert, const ExpertWeights& weights);
+    uint64_t copied_ahead() const { return copied_ahead_; }
+    uint64_t used_ahead() const { return used_ahead_; }
     bool resident(int64_t layer, int32_t expert, int bits) const {
         return slot_of(layer, expert, bits) >= 0;
     }
@@ -160,7 +169,13 @@ private:
     void note_pinned(uint32_t slot);
     // A copy into a slot whose record `evicted` just lost waits for the kernels of that layer.
     void fence_eviction(const SlotKey& evicted);
-    void upload(int32_t slot, const ExpertWeights& weights);
+    // Queues the copy of `weights` into `slot`; the compute stream waits for it at once, or
+    // (compute_waits false) at the next join_ahead().
+    void upload(int32_t slot, const ExpertWeights& weights, bool compute_waits = true);
+    // The compute stream's wait for copies queued by copy_ahead, before a slot is handed out.
+    void join_ahead();
+    // A hit on `slot`: counts it used ahead if copy_ahead filled it and nothing read it since.
+    void note_hit(uint32_t slot);
     void count_resident(const SlotKey& key, int delta);
     void release_pins(int release_index);
 
@@ -181,6 +196,10 @@ private:
     std::vector<bool> on_device_;
     std::vector<bool> left_incomplete_;
     std::vector<int32_t> layer_release_;  // per table layer: release_layer()'s ring entry, or -1
+    bool ahead_pending_ = false;          // copy_ahead copies the compute stream has not joined
+    std::vector<bool> filled_ahead_;      // per slot: filled by copy_ahead and not hit since
+    uint64_t copied_ahead_ = 0;
+    uint64_t used_ahead_ = 0;
 };
 
 }  // namespace cherenkov::engine::cuda

@@ -230,6 +230,9 @@ struct DeviceContext {
     DeviceExpertPool* expert_pool = nullptr;  // device slots the records are copied into
     // Decode misses computed on the CPU instead (cpu_experts.h), or null: all copied.
     CpuExperts* cpu_experts = nullptr;
+    // Decode with records that outlive their batches (a mapped table): how many of the next
+    // layer's predicted experts the pool lacks are copied ahead (--tuning next_layer_copies).
+    int64_t next_layer_copies = 0;
     // Side streams for independent work, or null (everything on `stream`). Not used while
     // tracing (trace reads synchronize `stream` only).
     const SideStreams* side = nullptr;

@@ -449,8 +449,7 @@ struct StagingLayout {
     size_t cpu_parts = 0;
     size_t total = 0;
 
-    StagingLayout(int64_t tk, int n_routings, int64_t n_experts, int64_t cpu_rows,
-                  int64_t hidden) {
+    StagingLayout(int64_t tk, int n_routings, int64_t n_experts, int64_t cpu_rows, int64_t hidden) {
         const auto align = [](size_t v) { return (v + 15) / 16 * 16; };
         const auto words = static_cast<size_t>(tk) * 4;
         const auto n_union = static_cast<size_t>(std::min(n_experts, tk));
@@ -505,11 +504,19 @@ public:
     // fetch_in_groups' calls for the misses: each record is uploaded and queued as it arrives,
     // a group's pending launch is flushed at its end, and its pins are dropped with it.
     bool deliver(const ExpertRequest& request, const ExpertWeights& expert) override;
+    void before_blocking_wait() override {
+        // The host would sit idle: queue the device's misses delivered so far.
+        if (cpu_ != nullptr) queue_on_device();
+    }
     void before_wait() override;
     void after_wait() override;
     void end_group() override;
     void release_group() noexcept override {
-        cpu_pending_.clear();  // their records go with the batch
+        // Their records go with the batch: a CPU job still reading them (an error unwound past
+        // finish_on_cpu) is waited for first.
+        if (cpu_ != nullptr) cpu_->wait_quietly();
+        cpu_pending_.clear();
+        device_pending_.clear();
         pool_.finish_batch(wait_copies_);
     }
 
@@ -532,9 +539,12 @@ private:
     void flush_prefill();
     void compute_alone(int32_t expert, const DeviceExpert& device);
     // --cpu-experts: the first miss under auto, copied alone and timed; the group's misses dealt
-    // to the CPU, computed after the device's work is queued and copied up into parts_.
+    // to the CPU, started on its helper thread before the device's work is queued (residents
+    // and copied misses: queue_on_device), then waited for and copied up into parts_.
     void add_decode_timed(int32_t expert, const ExpertWeights& host);
-    void compute_on_cpu();
+    void queue_on_device();
+    void start_on_cpu();
+    void finish_on_cpu();
     // Flushes whichever group is pending before an expert of `bits` is pinned: one launch takes
     // one precision, and the release after a launch must not unpin the next expert's slot
     // before its own kernels are queued.
@@ -580,6 +590,14 @@ private:
     // parts_ down (the device's take them from 0 up); cpu_base_ is the lowest taken so far.
     CpuExperts* cpu_;
     std::vector<std::pair<int32_t, ExpertWeights>> cpu_pending_;
+    // With cpu_: residents (pinned) and device-dealt misses waiting for queue_on_device.
+    std::vector<std::pair<int32_t, DeviceExpert>> residents_;
+    std::vector<std::pair<int32_t, ExpertWeights>> device_pending_;
+    // The running CPU job's experts and output rows (alive until finish_on_cpu), and the top of
+    // its table indices: [cpu_base_, cpu_top_) are in flight.
+    std::vector<ExpertWeights> cpu_experts_;
+    std::vector<float*> cpu_outputs_;
+    int cpu_top_ = 0;
     int cpu_base_ = 0;
     int64_t on_cpu_ = 0;
     int64_t on_device_ = 0;
@@ -627,16 +645,21 @@ void RoutedExperts::prepare(size_t n_union) {
 void RoutedExperts::run(std::span<const ExpertRequest> requests) {
     prepare(requests.size());
     cpu_base_ = static_cast<int>(requests.size());
+    cpu_top_ = cpu_base_;
     // Experts already in the device pool are computed first and never asked of the host source
     // (which would read them again); only the device pool's misses are fetched.
     const int bits = pool_.layout().bits;
     std::vector<ExpertRequest> missing;
     for (const ExpertRequest& q : requests) {
-        before_acquire(bits);
+        // With CPU experts the residents stay pinned, their kernels queued after the CPU's
+        // share has started (end_group); the pool holds a whole decode union, pins included.
+        if (cpu_ == nullptr) before_acquire(bits);
         const std::optional<DeviceExpert> device =
             pool_.acquire_resident(weights_.table_layer, q.expert, bits);
         if (!device) {
             missing.push_back(q);
+        } else if (cpu_ != nullptr) {
+            residents_.emplace_back(q.expert, *device);
         } else if (decode_) {
             use_decode(q.expert, *device);
         } else {
@@ -647,7 +670,11 @@ void RoutedExperts::run(std::span<const ExpertRequest> requests) {
     timer_.lap(&DecodePhases::prepare_seconds);
     // Requests cut by the source (ExpertBatch::cut_requests) stay undelivered: part_base −1.
     fetch_in_groups(*ctx_.experts, weights_.table_layer, missing, *this);
-    if (cpu_ != nullptr) cpu_->end_call(on_cpu_, on_device_);
+    if (cpu_ != nullptr) {
+        queue_on_device();  // residents, when nothing was missing
+        flush();
+        cpu_->end_call(on_cpu_, on_device_);
+    }
 }
 
 bool RoutedExperts::deliver(const ExpertRequest& request, const ExpertWeights& expert) {
@@ -657,8 +684,11 @@ bool RoutedExperts::deliver(const ExpertRequest& request, const ExpertWeights& e
     } else if (cpu_ != nullptr && cpu_->takes_next(on_cpu_, on_device_)) {
         cpu_pending_.emplace_back(request.expert, expert);
         ++on_cpu_;
+    } else if (cpu_ != nullptr) {
+        // Copied and queued once the CPU's share has started, or before the host blocks.
+        device_pending_.emplace_back(request.expert, expert);
+        ++on_device_;
     } else if (decode_) {
-        if (cpu_ != nullptr) ++on_device_;
         add_decode(request.expert, expert);
     } else {
         run_prefill(request.expert, expert);
@@ -678,9 +708,12 @@ void RoutedExperts::after_wait() {
 }
 
 void RoutedExperts::end_group() {
+    // The CPU's share first, on its helper thread; the device's work is queued meanwhile.
+    start_on_cpu();
+    queue_on_device();
     flush();
     timer_.lap(&DecodePhases::miss_queue_seconds);
-    compute_on_cpu();
+    finish_on_cpu();
     timer_.lap(&DecodePhases::cpu_experts_seconds);
     if (wait_copies_) pool_.wait_host_copies();
     timer_.lap(&DecodePhases::copy_wait_seconds);
@@ -737,27 +770,45 @@ void RoutedExperts::add_decode_timed(int32_t expert, const ExpertWeights& host) 
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
-void RoutedExperts::compute_on_cpu() {
+void RoutedExperts::queue_on_device() {
+    for (const auto& [expert, device] : residents_) {
+        before_acquire(device.shape.bits);
+        use_decode(expert, device);
+    }
+    residents_.clear();
+    for (const auto& [expert, weights] : device_pending_) add_decode(expert, weights);
+    device_pending_.clear();
+}
+
+void RoutedExperts::start_on_cpu() {
     if (cpu_pending_.empty()) return;
     const auto row_floats = static_cast<size_t>(n_rows_ * hidden_);
     const auto* mix = reinterpret_cast<const float*>(staging_ + layout_.mix);
     auto* outputs = reinterpret_cast<float*>(staging_ + layout_.cpu_parts);
-    const int top = cpu_base_;
-    std::vector<ExpertWeights> experts;
-    std::vector<float*> ys;
+    cpu_top_ = cpu_base_;
+    cpu_experts_.clear();
+    cpu_outputs_.clear();
     for (const auto& [expert, weights] : cpu_pending_) {
         const int base = --cpu_base_;
-        experts.push_back(weights);
-        ys.push_back(outputs + static_cast<size_t>(base) * row_floats);
+        cpu_experts_.push_back(weights);
+        cpu_outputs_.push_back(outputs + static_cast<size_t>(base) * row_floats);
         part_base_[static_cast<size_t>(expert)] = base;
     }
-    cpu_->compute(experts, mix, n_rows_, ys);
     cpu_pending_.clear();
+    cpu_->start(cpu_experts_, mix, n_rows_, cpu_outputs_);
+}
+
+void RoutedExperts::finish_on_cpu() {
+    if (cpu_top_ == cpu_base_) return;
+    cpu_->wait();
+    const auto row_floats = static_cast<size_t>(n_rows_ * hidden_);
+    const auto* outputs = reinterpret_cast<const float*>(staging_ + layout_.cpu_parts);
     const auto offset = static_cast<size_t>(cpu_base_) * row_floats;
-    CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(parts_->data() + offset, outputs + offset,
-                                         static_cast<size_t>(top - cpu_base_) * row_floats *
-                                             sizeof(float),
-                                         cudaMemcpyHostToDevice, ctx_.stream));
+    CHERENKOV_CUDA_CHECK(
+        cudaMemcpyAsync(parts_->data() + offset, outputs + offset,
+                        static_cast<size_t>(cpu_top_ - cpu_base_) * row_floats * sizeof(float),
+                        cudaMemcpyHostToDevice, ctx_.stream));
+    cpu_top_ = cpu_base_;
 }
 
 void RoutedExperts::run_prefill(int32_t expert, const ExpertWeights& host) {
@@ -934,8 +985,8 @@ RouteShape route_shape(const DeviceMoeWeights* next, int64_t n_rows, const Devic
                           ctx.cpu_experts->enabled() && ctx.trace == nullptr &&
                           ctx.routing_trace == nullptr;
     return RouteShape{top, n_rows * top, n_routings,
-                      StagingLayout(n_rows * top, n_routings, c.num_experts,
-                                    cpu_rows ? n_rows : 0, c.hidden_size)};
+                      StagingLayout(n_rows * top, n_routings, c.num_experts, cpu_rows ? n_rows : 0,
+                                    c.hidden_size)};
 }
 
 }  // namespace
@@ -970,10 +1021,10 @@ void moe_route(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, co
                                          routing.size() * sizeof(int32_t), cudaMemcpyDeviceToHost,
                                          stream));
     if (shape.layout.has_cpu_rows()) {
-        CHERENKOV_CUDA_CHECK(cudaMemcpyAsync(staging + shape.layout.mix, mix,
-                                             static_cast<size_t>(n_rows * ctx.config->hidden_size) *
-                                                 sizeof(float),
-                                             cudaMemcpyDeviceToHost, stream));
+        CHERENKOV_CUDA_CHECK(
+            cudaMemcpyAsync(staging + shape.layout.mix, mix,
+                            static_cast<size_t>(n_rows * ctx.config->hidden_size) * sizeof(float),
+                            cudaMemcpyDeviceToHost, stream));
     }
 }
 
@@ -1046,14 +1097,15 @@ void prefill_on_device(const DeviceMoeWeights& weights, const ExpertAddress* add
     DeviceScratch<int32_t> n_tiles(1, stream);
     DeviceScratch<int32_t> combine(2 * n_tk, stream);
     auto* part_weights = reinterpret_cast<float*>(combine.data() + tk);
-    const DeviceExpertGroups groups{slots.data(), tiles.data(),  n_tiles.data(),
+    const DeviceExpertGroups groups{slots.data(),   tiles.data(), n_tiles.data(),
                                     combine.data(), part_weights, ctx.expert_pool->device_hits()};
     group_by_expert(routing.data(), routing_weights, n_rows, static_cast<int>(top),
                     static_cast<int>(c.num_experts), groups, stream);
     DeviceScratch<float> h_rows(n_tk * static_cast<size_t>(c.moe_intermediate_size), stream);
     DeviceScratch<float> parts(n_tk * static_cast<size_t>(h), stream);
-    const ExpertGemmTiles launch{shape, addresses, tiles.data(), static_cast<int>(max_tiles),
-                                 slots.data(), tk, n_tiles.data()};
+    const ExpertGemmTiles launch{
+        shape,        addresses, tiles.data(),  static_cast<int>(max_tiles),
+        slots.data(), tk,        n_tiles.data()};
     expert_gemm_gate_up(launch, mix, static_cast<int>(top), h_rows.data(), stream);
     expert_gemm_down(launch, h_rows.data(), parts.data(), stream);
     if (side != nullptr) side->join(stream, 1);
@@ -1148,6 +1200,37 @@ void moe_forward(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, 
     moe_finish(weights, next, mix, n_rows, y, ctx);
 }
 
+namespace {
+
+// Decode, records mapped (they outlive their batch, so a copy never holds the host up): the
+// next layer's strongest predicted experts that the device pool lacks, up to
+// ctx.next_layer_copies of them, are copied into it now. The copy stream takes them behind this
+// layer's misses, and they land while the device runs the combine and the next layer's mixer,
+// when the copy engine would otherwise idle; a right prediction is a hit there, a wrong one a
+// slot taken from the least recently used. Other sources would make the host wait for reads or
+// copies, so they are left to the host cache's own lookahead.
+void copy_next_layer_ahead(int64_t next_layer, std::span<const ExpertRequest> predicted,
+                           const DeviceContext& ctx) {
+    if (ctx.next_layer_copies <= 0 || !ctx.experts->records_outlive_batches()) return;
+    DeviceExpertPool& pool = *ctx.expert_pool;
+    const int bits = pool.layout().bits;
+    std::vector<ExpertRequest> copies;
+    for (const ExpertRequest& q : predicted) {  // strongest first (union_of)
+        if (std::ssize(copies) >= ctx.next_layer_copies) break;
+        if (!pool.resident(next_layer, q.expert, bits)) copies.push_back(q);
+    }
+    if (copies.empty()) return;
+    const std::unique_ptr<ExpertBatch> batch = ctx.experts->fetch(next_layer, copies);
+    size_t index = 0;
+    ExpertWeights record;
+    while (batch->next(&index, &record)) pool.copy_ahead(next_layer, copies[index].expert, record);
+    // Nothing reads the slots yet: the release only unpins them (the records outlive the batch,
+    // so the copies are not waited for).
+    pool.finish_batch(false);
+}
+
+}  // namespace
+
 void moe_finish(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, const float* mix,
                 int64_t n_rows, float* y, const DeviceContext& ctx,
                 const ResidualUpdate& residual) {
@@ -1224,6 +1307,12 @@ void moe_finish(const DeviceMoeWeights& weights, const DeviceMoeWeights* next, c
                      reinterpret_cast<const float*>(combine.data() + tk), static_cast<int>(top),
                      shared.data(), shared_gate.data(), static_cast<int>(n_rows),
                      static_cast<int>(h), routed.data(), y, residual);
+    if (next != nullptr && n_rows <= kMaxGemvRows) {
+        const int32_t* next_experts = experts + 2 * tk;
+        const auto* next_weights = reinterpret_cast<const float*>(next_experts + tk);
+        copy_next_layer_ahead(next->table_layer,
+                              union_of({next_experts, n_tk}, {next_weights, n_tk}), ctx);
+    }
     ctx.record("moe.routed_out", routed.data(), n_rows * h);
     ctx.record("moe.out", y, n_rows * h);
     complete_layer(weights, ctx);

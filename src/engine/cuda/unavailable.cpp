@@ -176,6 +176,9 @@ DeviceExpert DeviceExpertPool::acquire(int64_t, int32_t, const ExpertWeights&) {
 std::optional<DeviceExpert> DeviceExpertPool::acquire_resident(int64_t, int32_t, int) {
     return std::nullopt;
 }
+void DeviceExpertPool::copy_ahead(int64_t, int32_t, const ExpertWeights&) {
+    throw_unsupported("[device_expert_pool] built without CUDA");
+}
 void DeviceExpertPool::release_pinned() {}
 void DeviceExpertPool::wait_host_copies() {}
 void DeviceExpertPool::finish_batch(bool) noexcept {}

@@ -33,6 +33,8 @@ nlohmann::json device_json(const DeviceFigures& d) {
     out["cpu_experts_seconds"] = d.cpu_experts_seconds;
     out["cpu_experts_copied"] = d.cpu_experts_copied;
     out["cpu_experts_share"] = d.cpu_experts_share;
+    out["experts_copied_ahead"] = d.experts_copied_ahead;
+    out["experts_used_ahead"] = d.experts_used_ahead;
     out["device_expert_hits"] = d.pool.hits;
     out["device_expert_uploads"] = d.pool.uploads;
     out["device_expert_upload_bytes"] = d.pool.upload_bytes;

@@ -57,6 +57,10 @@ struct DeviceFigures {
     double cpu_experts_seconds = 0.0;
     uint64_t cpu_experts_copied = 0;
     double cpu_experts_share = 0.0;
+    // The next layer's predicted experts copied into the pool ahead of its call
+    // (--tuning next_layer_copies), and of those the ones it then used.
+    uint64_t experts_copied_ahead = 0;
+    uint64_t experts_used_ahead = 0;
     // The host decode phases (engine/cuda/decode_phases.h, DecodePhases::to_json), as that
     // struct serialises them.
     nlohmann::json decode_phases;

@@ -27,6 +27,7 @@ nlohmann::json memory_json(const EngineStats& stats) {
     out["experts_read_bytes"] = stats.experts_read_bytes;
     out["backend"] = stats.backend;
     out["cpu_activations"] = stats.cpu_activations;
+    out["cpu_kernels"] = stats.cpu_kernels;
     out["prefill_quantum"] = stats.prefill_quantum;
     out["prefill_chunk_tokens"] = stats.prefill_chunk_tokens;
     if (nlohmann::json device = backend_stats_json(stats.backend_stats); !device.is_null())

@@ -55,6 +55,9 @@ struct EngineStats {
     // The CPU model's activations in its matmuls: "f32" or "q8" (engine/cpu/matmul.h); with
     // cuda, the --check reference's ("f32").
     std::string cpu_activations = "f32";
+    // The CPU matmuls' kernel family: "portable", "avx2" or "avx512" (AVX2 with the int8
+    // matmuls on AVX-512 VNNI; engine/cpu/matmul.h).
+    std::string cpu_kernels = "portable";
     int expert_bits = 4;
     int64_t prefill_quantum = 0;
     int64_t prefill_chunk_tokens = 0;

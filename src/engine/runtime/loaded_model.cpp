@@ -12,6 +12,7 @@
 #include "base/error.h"
 #include "base/file.h"
 #include "base/log.h"
+#include "engine/cpu/matmul.h"
 #include "engine/cuda/cuda_model.h"
 #include "engine/cuda/device_info.h"
 #include "engine/experts/expert_source_factory.h"
@@ -193,6 +194,9 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
         base.cache.io_piece_bytes = static_cast<uint64_t>(options.tuning.io_piece_kib) << 10;
     }
     if (options.buffered_io) base.cache.direct_io = DirectIo::Off;
+    // --tuning cpu_avx512=off keeps the int8 matmuls on AVX2 (the kernel family is per process).
+    set_kernel_path(options.tuning.cpu_avx512 || !cpu_has_avx512_vnni() ? KernelPath::Auto
+                                                                        : KernelPath::Avx2);
     base.max_rows = std::max<int64_t>(options.max_rows, 1);
     base.top_k = loaded->weights_->config.num_experts_per_tok;
     base.fixed_bytes = loaded->weights_->resident_bytes();
@@ -215,9 +219,8 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
         loaded->pool_bytes_ = built.budget.bytes;
         loaded->pool_description_ = built.budget.description;
         if (!loaded->pool_) loaded->pool_ = std::make_unique<ThreadPool>(options.threads);
-        loaded->model_ =
-            std::make_unique<Model>(*loaded->weights_, *loaded->experts_, *loaded->pool_,
-                                    activations);
+        loaded->model_ = std::make_unique<Model>(*loaded->weights_, *loaded->experts_,
+                                                 *loaded->pool_, activations);
         loaded->cpu_activations_ = activations;
         loaded->backend_ = loaded->model_.get();
     };
@@ -295,6 +298,7 @@ EngineStats LoadedModel::observe(const SequenceState* state) const {
     stats.load_seconds = load_seconds_;
     stats.backend = backend_name_;
     stats.cpu_activations = activation_precision_name(cpu_activations_);
+    stats.cpu_kernels = kernel_path_name(active_kernel_path());
     stats.expert_bits = expert_bits_;
     stats.prefill_quantum = prefill_quantum_.rows();
     stats.prefill_chunk_tokens = prefill_chunk_tokens();

@@ -130,6 +130,40 @@ TEST(CpuExperts, ComputesTheMoeBlocksSwigluBitForBitAndCountsIt) {
 
 // auto: the first miss is copied (its copy timed), the next computed (timed); from then on the
 // measured costs deal them, the cheaper side taking more.
+// start() runs the same computation on the helper thread; wait() hands back its results, and an
+// error on the helper comes back from wait(). Several jobs in a row reuse the one helper.
+TEST(CpuExperts, StartedJobsGiveComputesBitsAndReportTheirErrorsAtWait) {
+    FixtureExpert f;
+    ThreadPool pool(3);
+    CpuExperts experts(CpuExpertsSetting::parse("auto", "x"), &pool, ActivationPrecision::F32);
+    std::vector<std::vector<float>> expected(3, std::vector<float>(f.x.size()));
+    for (size_t i = 0; i < f.weights.size(); ++i) {
+        expert_swiglu(f.weights[i], f.x.data(), 3, expected[i].data(), &pool,
+                      ActivationPrecision::F32);
+    }
+    for (int job = 0; job < 3; ++job) {
+        std::vector<std::vector<float>> y(3, std::vector<float>(f.x.size()));
+        float* const ys[] = {y[0].data(), y[1].data(), y[2].data()};
+        experts.start(f.weights, f.x.data(), 3, ys);
+        experts.wait();
+        EXPECT_EQ(y, expected) << "job " << job;
+    }
+    EXPECT_EQ(experts.figures().computed, 9U);
+    experts.wait();  // nothing in flight: returns at once
+
+    // One output pointer null: experts_swiglu refuses it on the helper.
+    std::vector<float> y0(f.x.size());
+    float* const bad[] = {y0.data(), nullptr, y0.data()};
+    experts.start(f.weights, f.x.data(), 3, bad);
+    EXPECT_THROW(experts.wait(), Error);
+    // The helper is still there for the next job.
+    std::vector<std::vector<float>> y(3, std::vector<float>(f.x.size()));
+    float* const ys[] = {y[0].data(), y[1].data(), y[2].data()};
+    experts.start(f.weights, f.x.data(), 3, ys);
+    experts.wait_quietly();
+    EXPECT_EQ(y, expected);
+}
+
 TEST(CpuExperts, AutoMeasuresBothSidesBeforeBalancingThem) {
     FixtureExpert f;
     ThreadPool pool(1);

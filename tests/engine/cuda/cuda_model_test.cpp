@@ -15,8 +15,8 @@
 #include <utility>
 
 #include "base/error.h"
-#include "engine/cuda/device_test.h"
 #include "engine/cpu/thread_pool.h"
+#include "engine/cuda/device_test.h"
 #include "engine/experts/direct_expert_reader.h"
 #include "engine/experts/mapped_expert_table.h"
 #include "engine/generate/generator.h"
@@ -415,7 +415,8 @@ TEST(CudaModel, PrefillOnLayersHeldWholeIsRoutedOnTheDeviceWithTheHostPathsBits)
         engine::ForwardOptions options;
         options.all_logits = true;
         int64_t calls = 0;
-        auto logits = engine::forward_in_chunks(model, state, prompt, options, chunk, &calls).logits;
+        auto logits =
+            engine::forward_in_chunks(model, state, prompt, options, chunk, &calls).logits;
         return std::make_pair(std::move(logits), calls);
     };
     for (const int64_t chunk : {int64_t{512}, int64_t{8}}) {
@@ -570,28 +571,43 @@ TEST(CudaModel, SmallPrefillQuantumPrefillsALongerPromptInChunksIdentically) {
 
 // With the table mapped (`--host-pool-gb mapped`) the device pool's misses are copied straight
 // from the page-locked mapping: the same bits as records read into buffers, the whole table
-// page-locked, and every fetched record counted as served.
+// page-locked, and every fetched record counted as served. Copying the next layer's predicted
+// experts ahead (--tuning next_layer_copies, which only a mapped table does) changes no bits,
+// whether none, one or every predicted expert goes ahead.
 TEST(CudaModel, AMappedTableGivesTheSameBitsAsReadRecords) {
     if (!have_device()) GTEST_SKIP() << "no CUDA device";
     const std::string checkpoint = "tiny_a/hf_flat_fused";
     CudaFixture read(checkpoint, minimal_pool(checkpoint));
     FixtureEngine cpu(checkpoint);
-    engine::MappedExpertTable mapped(cpu.weights->store_dir + "/experts.bin",
-                                     cpu.weights->manifest.experts);
-    engine::cuda::CudaModelOptions options;
-    options.pool = engine::parse_pool_setting(minimal_pool(checkpoint));
-    options.max_ctx = 512;
-    options.prefill_quantum = engine::PrefillQuantum::of(64);
-    const std::unique_ptr<engine::ModelBackend> gpu =
-        engine::cuda::make_cuda_model(*cpu.weights, mapped, options);
-    EXPECT_EQ(engine::backend_stats_json(gpu->backend_stats())
-                  .value("host_records_page_locked_bytes", uint64_t{0}),
-              cpu.weights->manifest.experts.file_bytes());
     ReferenceFile reference("tiny_a/reference/logits.safetensors");
     const std::vector<int32_t> prompt = reference.tokens("input_ids.chat");
-    EXPECT_EQ(all_logits(*read.gpu, prompt), all_logits(*gpu, prompt));
-    EXPECT_EQ(generate(*read.gpu, prompt, 2), generate(*gpu, prompt, 2));
-    EXPECT_GT(mapped.records_served(), 0u);
+    const std::vector<float> expected_logits = all_logits(*read.gpu, prompt);
+    const std::vector<int32_t> expected = generate(*read.gpu, prompt, 2);
+    for (const int64_t copies : {0, 1, 64}) {
+        engine::MappedExpertTable mapped(cpu.weights->store_dir + "/experts.bin",
+                                         cpu.weights->manifest.experts);
+        engine::cuda::CudaModelOptions options;
+        options.pool = engine::parse_pool_setting(minimal_pool(checkpoint));
+        options.max_ctx = 512;
+        options.prefill_quantum = engine::PrefillQuantum::of(64);
+        options.tuning.next_layer_copies = copies;
+        const std::unique_ptr<engine::ModelBackend> gpu =
+            engine::cuda::make_cuda_model(*cpu.weights, mapped, options);
+        EXPECT_EQ(engine::backend_stats_json(gpu->backend_stats())
+                      .value("host_records_page_locked_bytes", uint64_t{0}),
+                  cpu.weights->manifest.experts.file_bytes());
+        EXPECT_EQ(all_logits(*gpu, prompt), expected_logits) << "copies " << copies;
+        EXPECT_EQ(generate(*gpu, prompt, 2), expected) << "copies " << copies;
+        EXPECT_GT(mapped.records_served(), 0u);
+        const nlohmann::json stats = engine::backend_stats_json(gpu->backend_stats());
+        const auto ahead = stats["experts_copied_ahead"].get<uint64_t>();
+        if (copies == 0) {
+            EXPECT_EQ(ahead, 0U);
+        } else {
+            EXPECT_GT(ahead, 0U) << "copies " << copies;
+            EXPECT_LE(stats["experts_used_ahead"].get<uint64_t>(), ahead);
+        }
+    }
 }
 
 // --cpu-experts: the decode misses of a minimal device pool computed on the CPU, all of them

@@ -105,6 +105,39 @@ TEST_F(CudaDeviceExpertPool, EvictsTheLeastRecentlyUsedSlotAndCounts) {
     EXPECT_EQ(c.shape.intermediate, kInter);
 }
 
+// copy_ahead fills a slot without pinning it and without a compute-stream wait of its own; the
+// next hand-out waits for it, a resident record is not copied again, and the counters say what
+// went ahead and what a later call used.
+TEST_F(CudaDeviceExpertPool, CopiesAheadUnpinnedAndCountsTheOnesUsed) {
+    const HostRecords host(test_layout(4));
+    DeviceExpertPool pool(host.layout, 3, nullptr);
+    pool.acquire(0, 0, host.weights(0, 0));
+    pool.release_pinned();
+    pool.copy_ahead(1, 1, host.weights(1, 1));
+    pool.copy_ahead(1, 2, host.weights(1, 2));
+    pool.copy_ahead(0, 0, host.weights(0, 0));  // resident: nothing to copy
+    pool.finish_batch(false);
+    EXPECT_EQ(pool.copied_ahead(), 2U);
+    EXPECT_EQ(pool.used_ahead(), 0U);
+    const int32_t ahead = pool.slot_of(1, 1, 4);
+    ASSERT_GE(ahead, 0);
+    EXPECT_FALSE(pool.pinned(ahead));
+    const std::optional<DeviceExpert> used = pool.acquire_resident(1, 1, 4);
+    ASSERT_TRUE(used.has_value());
+    EXPECT_EQ(used->slot, ahead);
+    pool.release_pinned();
+    pool.wait_host_copies();
+    EXPECT_TRUE(host.matches(pool.read_slot(ahead), 1, 1));
+    EXPECT_TRUE(host.matches(pool.read_slot(pool.slot_of(1, 2, 4)), 1, 2));
+    EXPECT_EQ(pool.used_ahead(), 1U);
+    pool.acquire_resident(1, 1, 4);  // a second hit on it is an ordinary one
+    pool.release_pinned();
+    EXPECT_EQ(pool.used_ahead(), 1U);
+    const TierCounters n = pool.counters();
+    EXPECT_EQ(n.misses, 3U);  // (0, 0), and the two copied ahead
+    EXPECT_EQ(n.hits, 2U);
+}
+
 TEST_F(CudaDeviceExpertPool, NeverEvictsPinnedSlots) {
     const HostRecords host(test_layout(4));
     DeviceExpertPool pool(host.layout, 2, nullptr);

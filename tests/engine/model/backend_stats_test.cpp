@@ -52,6 +52,8 @@ TEST(BackendStats, DeviceFiguresKeepTheirKeys) {
                             "cpu_experts_seconds",
                             "cpu_experts_copied",
                             "cpu_experts_share",
+                            "experts_copied_ahead",
+                            "experts_used_ahead",
                             "device_expert_hits",
                             "device_expert_uploads",
                             "device_expert_upload_bytes",
@@ -59,7 +61,7 @@ TEST(BackendStats, DeviceFiguresKeepTheirKeys) {
                             "device_expert_hit_rate"}) {
         EXPECT_TRUE(out.contains(key)) << key;
     }
-    EXPECT_EQ(out.size(), 32U);
+    EXPECT_EQ(out.size(), 34U);
     EXPECT_EQ(out["device"], "H100");
     EXPECT_EQ(out["device_total_bytes"].get<uint64_t>() - out["device_free_bytes"].get<uint64_t>(),
               50U);

@@ -72,7 +72,7 @@ TEST(EngineStats, GenerationPrefillAndExpertCountersShareOneObservation) {
     for (const char* key :
          {"rss_bytes", "peak_rss_bytes", "dense_bytes", "draft_head", "ngram_mapped_bytes",
           "state_bytes", "expert_bits", "expert_record_bytes", "expert_pool_bytes",
-          "expert_hit_rate", "experts_read_bytes", "backend", "cpu_activations", "prefill_quantum",
+          "expert_hit_rate", "experts_read_bytes", "backend", "cpu_activations", "cpu_kernels", "prefill_quantum",
           "prefill_chunk_tokens", "uptime_seconds"}) {
         EXPECT_TRUE(memory.contains(key)) << key;
     }
