@@ -133,11 +133,14 @@ for layers in $layers_list; do
     }
     cbench resident --pool-gb max
     cbench resident_q512 --pool-gb max --prefill-quantum 512
-    # The default computes some decode misses on the CPU (--cpu-experts auto); _copy copies all.
-    cbench host25 --pool-gb "$pool25" --host-pool-gb mapped
-    cbench host25_copy --pool-gb "$pool25" --host-pool-gb mapped --cpu-experts off
-    cbench host50 --pool-gb "$pool50" --host-pool-gb mapped
-    cbench host50_copy --pool-gb "$pool50" --host-pool-gb mapped --cpu-experts off
+    # The default computes some decode misses on the CPU (--cpu-experts auto) in float; _q8 with
+    # int8 activations there (llama.cpp's CPU experts take them too); _copy copies every miss.
+    for share in 25 50; do
+        pool_var="pool$share"
+        cbench "host$share" --pool-gb "${!pool_var}" --host-pool-gb mapped
+        cbench "host${share}_q8" --pool-gb "${!pool_var}" --host-pool-gb mapped --cpu-activations q8
+        cbench "host${share}_copy" --pool-gb "${!pool_var}" --host-pool-gb mapped --cpu-experts off
+    done
     if [[ ! -f "$res/disk.json" ]]; then
         # O_DIRECT read rates of the expert table; --evict then drops its pages from the page
         # cache, so the streaming run below reads the disk.

@@ -245,10 +245,13 @@ def main():
         for kind, key, label in (("pp", "best_prefill_tokens_per_second", "prefill"),
                                  ("tg", "best_decode_tokens_per_second", "decode")):
             ours = cherenkov(res, name, key)
-            # Cherenkov's default computes some decode misses on the CPU (--cpu-experts auto);
-            # the run with every miss copied to the device is shown beside it.
+            # Cherenkov's default computes some decode misses on the CPU (--cpu-experts auto) in
+            # float; beside it the same with int8 activations there (as llama.cpp's CPU experts
+            # take them), and every miss copied to the device.
+            q8 = cherenkov(res, f"{name}_q8", key)
             copied = cherenkov(res, f"{name}_copy", key)
-            ours_text = span(ours) + (f"; {span(copied)} (--cpu-experts off)" if copied else "")
+            ours_text = span(ours) + (f"; {span(q8)} (--cpu-activations q8)" if q8 else "") + \
+                (f"; {span(copied)} (--cpu-experts off)" if copied else "")
             theirs = h.get(("Q4_0", kind), [])
             extra = []
             if share == 25:  # all experts on the CPU: less GPU memory than ours, shown beside
@@ -256,8 +259,11 @@ def main():
             theirs_text = f"{span(theirs)} (--n-cpu-moe {ncmoe})"
             if extra:
                 theirs_text += f"; {span(extra)} (-ot exps=CPU)"
+            ratio_text = ratio(ours, theirs + extra)
+            if q8 and ratio_text != "-":
+                ratio_text += f" ({ratio(q8, theirs + extra)} q8)"
             rows.append((f"experts in host RAM, {share}% on GPU, {label}", ours_text, theirs_text,
-                         ratio(ours, theirs + extra)))
+                         ratio_text))
     disk = load(os.path.join(res, "disk.json")) or {}
     stream = load(os.path.join(res, "cherenkov_disk25.json"))
     if stream:
