@@ -133,12 +133,13 @@ for layers in $layers_list; do
     }
     cbench resident --pool-gb max
     cbench resident_q512 --pool-gb max --prefill-quantum 512
-    # The default computes some decode misses on the CPU (--cpu-experts auto) in float; _q8 with
-    # int8 activations there (llama.cpp's CPU experts take them too); _copy copies every miss.
+    # The default computes some decode misses on the CPU (--cpu-experts auto) with int8
+    # activations (--cpu-activations auto; llama.cpp's CPU experts take them too); _f32 in float
+    # there; _copy copies every miss.
     for share in 25 50; do
         pool_var="pool$share"
         cbench "host$share" --pool-gb "${!pool_var}" --host-pool-gb mapped
-        cbench "host${share}_q8" --pool-gb "${!pool_var}" --host-pool-gb mapped --cpu-activations q8
+        cbench "host${share}_f32" --pool-gb "${!pool_var}" --host-pool-gb mapped --cpu-activations f32
         cbench "host${share}_copy" --pool-gb "${!pool_var}" --host-pool-gb mapped --cpu-experts off
     done
     if [[ ! -f "$res/disk.json" ]]; then

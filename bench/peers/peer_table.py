@@ -245,12 +245,12 @@ def main():
         for kind, key, label in (("pp", "best_prefill_tokens_per_second", "prefill"),
                                  ("tg", "best_decode_tokens_per_second", "decode")):
             ours = cherenkov(res, name, key)
-            # Cherenkov's default computes some decode misses on the CPU (--cpu-experts auto) in
-            # float; beside it the same with int8 activations there (as llama.cpp's CPU experts
-            # take them), and every miss copied to the device.
-            q8 = cherenkov(res, f"{name}_q8", key)
+            # Cherenkov's default computes some decode misses on the CPU (--cpu-experts auto) with
+            # int8 activations (as llama.cpp's CPU experts take them); beside it the same in
+            # float, and every miss copied to the device.
+            f32 = cherenkov(res, f"{name}_f32", key)
             copied = cherenkov(res, f"{name}_copy", key)
-            ours_text = span(ours) + (f"; {span(q8)} (--cpu-activations q8)" if q8 else "") + \
+            ours_text = span(ours) + (f"; {span(f32)} (--cpu-activations f32)" if f32 else "") + \
                 (f"; {span(copied)} (--cpu-experts off)" if copied else "")
             theirs = h.get(("Q4_0", kind), [])
             extra = []
@@ -260,8 +260,8 @@ def main():
             if extra:
                 theirs_text += f"; {span(extra)} (-ot exps=CPU)"
             ratio_text = ratio(ours, theirs + extra)
-            if q8 and ratio_text != "-":
-                ratio_text += f" ({ratio(q8, theirs + extra)} q8)"
+            if f32 and ratio_text != "-":
+                ratio_text += f" ({ratio(f32, theirs + extra)} f32)"
             rows.append((f"experts in host RAM, {share}% on GPU, {label}", ours_text, theirs_text,
                          ratio_text))
     disk = load(os.path.join(res, "disk.json")) or {}

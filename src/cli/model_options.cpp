@@ -44,10 +44,11 @@ void add_model_options(CLI::App* app, ModelOptions& options) {
     app->add_option("--threads", options.threads, "CPU threads (default: every online CPU)")
         ->check(at_least(0));
     app->add_option("--cpu-activations", options.cpu_activations,
-                    "CPU backend: activations in the 4-bit matmuls, f32 (default: the reference "
-                    "order) or q8 (int8 with a scale per group, integer products: faster, "
-                    "about an 8-bit rounding of each activation)")
-        ->check(CLI::IsMember({"f32", "q8"}));
+                    "Activations in the CPU's 4-bit matmuls: f32 (the reference order) or q8 "
+                    "(int8 with a scale per group, integer products: faster, about an 8-bit "
+                    "rounding of each activation); auto (default): f32 on the CPU backend, q8 "
+                    "for the experts the CUDA backend computes on the CPU")
+        ->check(CLI::IsMember({"auto", "f32", "q8"}));
     app->add_option(
            "--miss-experts", options.miss_experts,
            "Precision of unpredicted expert misses (mixed mode with Q4 residents): 4, 3 or 2")
@@ -140,8 +141,10 @@ OpenedModel load_model(const ModelOptions& options, const BeforeLoad& before_loa
     engine::LoadOptions load;
     load.expert_bits = options.experts;
     load.threads = options.threads;
-    load.cpu_activations =
-        engine::parse_activation_precision(options.cpu_activations, "--cpu-activations");
+    if (options.cpu_activations != "auto") {
+        load.cpu_activations =
+            engine::parse_activation_precision(options.cpu_activations, "--cpu-activations");
+    }
     load.miss_bits = options.miss_experts;
     load.pool = options.pool;
     load.policy = options.cache_policy;

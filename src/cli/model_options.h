@@ -21,7 +21,7 @@ struct ModelOptions {
     int experts = 4;
     int miss_experts = 0;
     int threads = 0;
-    std::string cpu_activations = "f32";  // --cpu-activations: f32 or q8
+    std::string cpu_activations = "auto";  // --cpu-activations: auto, f32 or q8
     // --pool-gb and --host-pool-gb, parsed as the flags are read (engine/experts/pool_setting.h).
     engine::PoolSetting pool;
     std::string cache_policy = "lru";

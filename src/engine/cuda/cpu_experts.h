@@ -61,6 +61,7 @@ public:
         return setting_.mode != CpuExpertsSetting::Mode::Off && pool_ != nullptr;
     }
     const CpuExpertsSetting& setting() const { return setting_; }
+    ActivationPrecision activations() const { return activations_; }
 
     // auto, before the device's copy time is known: the next miss should be copied with its time
     // measured (set_copy_seconds).

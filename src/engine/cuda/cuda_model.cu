@@ -1413,6 +1413,7 @@ BackendStats CudaBackendOps::backend_stats() const {
     d.cpu_experts_seconds = cpu.seconds;
     d.cpu_experts_copied = cpu.copied;
     d.cpu_experts_share = cpu.share;
+    d.cpu_experts_activations = activation_precision_name(cpu_experts_->activations());
     d.experts_copied_ahead = pool_->copied_ahead();
     d.experts_used_ahead = pool_->used_ahead();
     const TierCounters counters = pool_->counters();

@@ -33,6 +33,7 @@ nlohmann::json device_json(const DeviceFigures& d) {
     out["cpu_experts_seconds"] = d.cpu_experts_seconds;
     out["cpu_experts_copied"] = d.cpu_experts_copied;
     out["cpu_experts_share"] = d.cpu_experts_share;
+    out["cpu_experts_activations"] = d.cpu_experts_activations;
     out["experts_copied_ahead"] = d.experts_copied_ahead;
     out["experts_used_ahead"] = d.experts_used_ahead;
     out["device_expert_hits"] = d.pool.hits;

@@ -57,6 +57,7 @@ struct DeviceFigures {
     double cpu_experts_seconds = 0.0;
     uint64_t cpu_experts_copied = 0;
     double cpu_experts_share = 0.0;
+    std::string cpu_experts_activations = "f32";  // their matmuls' activations: f32 or q8
     // The next layer's predicted experts copied into the pool ahead of its call
     // (--tuning next_layer_copies), and of those the ones it then used.
     uint64_t experts_copied_ahead = 0;

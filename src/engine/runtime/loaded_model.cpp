@@ -248,7 +248,7 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
         device.prefill_quantum = options.prefill_quantum;
         device.cpu_experts = options.cpu_experts;
         device.cpu_pool = loaded->pool_.get();
-        device.cpu_activations = options.cpu_activations;
+        device.cpu_activations = options.cpu_activations.value_or(ActivationPrecision::Q8);
         try {
             loaded->cuda_model_ =
                 cuda::make_cuda_model(*loaded->weights_, *loaded->experts_, device);
@@ -269,7 +269,7 @@ std::unique_ptr<LoadedModel> LoadedModel::load(const LoadOptions& options) {
     }
     if (backend == "cpu") {
         base.reserve_bytes = cpu_chunk_scratch;
-        build_host_side(options.pool, options.cpu_activations);
+        build_host_side(options.pool, options.cpu_activations.value_or(ActivationPrecision::F32));
     }
     loaded->backend_name_ = backend;
     if (options.check) {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "engine/cpu/matmul.h"
@@ -29,8 +30,10 @@ struct LoadOptions {
     int expert_bits = 4;  // 4, 3 or 2: which expert table serves routed experts
     int miss_bits = 0;    // --miss-experts: precision of unpredicted misses (0: expert_bits)
     int threads = 0;      // 0: every online CPU
-    // --cpu-activations: how the CPU backend's matmuls take activations (engine/cpu/matmul.h).
-    ActivationPrecision cpu_activations = ActivationPrecision::F32;
+    // --cpu-activations: how the CPU's matmuls take activations (engine/cpu/matmul.h); nullopt
+    // (auto): F32 for the CPU backend (the reference order), Q8 for the CUDA backend's CPU
+    // experts, whose device side already rounds its dense activations to bf16.
+    std::optional<ActivationPrecision> cpu_activations;
     // --cpu-experts (cuda): decode misses of the device pool computed on the CPU's threads, with
     // cpu_activations, instead of copied to the device (engine/cuda/cpu_experts.h).
     cuda::CpuExpertsSetting cpu_experts;

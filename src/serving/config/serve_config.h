@@ -28,7 +28,9 @@ struct ServerSettings {
     int64_t max_ctx = HttpOptions{}.max_ctx;
     std::string backend = "auto";
     int64_t threads = 0;  // CPU threads; 0: every online CPU
-    std::string cpu_activations = "f32";  // the CPU backend's matmul activations: f32 or q8
+    // The CPU's matmul activations: auto (f32 on the CPU backend, q8 for CUDA's CPU experts),
+    // f32 or q8.
+    std::string cpu_activations = "auto";
 };
 
 // [limits]: admission, request size, prefill chunks and the memory admission may reserve.

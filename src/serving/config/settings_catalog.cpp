@@ -177,10 +177,11 @@ std::vector<Setting> build_settings() {
     s.push_back(make(
         {.key = "server.cpu_activations",
          .kind = K::Text,
-         .words = {"f32", "q8"},
+         .words = {"auto", "f32", "q8"},
          .flag = "--cpu-activations",
-         .comment = "CPU backend: activations in the 4-bit matmuls, f32 (the reference "
-                    "order) or q8 (int8, integer products: faster)"},
+         .comment = "Activations in the CPU's 4-bit matmuls: f32 (the reference order) or q8 "
+                    "(int8, integer products: faster); auto: f32 on the CPU backend, q8 for "
+                    "CUDA's CPU experts"},
         [](auto& c) -> auto& { return c.server.cpu_activations; }));
     // [limits]
     s.push_back(make(

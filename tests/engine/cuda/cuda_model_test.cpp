@@ -673,6 +673,56 @@ TEST(CudaModel, DecodeMissesComputedOnTheCpuKeepTheCpusLogitsAndText) {
     }
 }
 
+// With int8 activations for the CPU's share (--cpu-activations auto's choice on CUDA), every
+// miss of a minimal pool computed on the CPU: the token-by-token logits stay within the int8
+// tolerance of the CPU backend's float ones (ReferenceLogits.Q8ActivationsStayNearTheReference's
+// bounds, which hold the whole model in q8), and the figures name the precision.
+TEST(CudaModel, CpuExpertsInInt8StayNearTheCpusLogits) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    const std::string checkpoint = "tiny_a/hf_flat_fused";
+    FixtureEngine cpu(checkpoint);
+    engine::DirectExpertReader experts(cpu.weights->store_dir + "/experts.bin",
+                                       cpu.weights->manifest.experts);
+    engine::ThreadPool pool(4);
+    ReferenceFile reference("tiny_a/reference/logits.safetensors");
+    const std::vector<int32_t> tokens = reference.tokens("input_ids.len33");
+    const auto step_logits = [&](engine::ModelBackend& model) {
+        engine::SequenceState state = model.new_sequence(256);
+        std::vector<float> logits;
+        for (size_t i = 0; i < tokens.size(); ++i) {
+            engine::ForwardOptions options;
+            options.all_logits = true;
+            const auto r = model.forward(state, std::span(tokens).subspan(i, 1), options);
+            logits.insert(logits.end(), r.logits.begin(), r.logits.end());
+        }
+        return logits;
+    };
+    const std::vector<float> expected = step_logits(cpu.model);
+    engine::cuda::CudaModelOptions options;
+    options.pool = engine::parse_pool_setting(minimal_pool(checkpoint));
+    options.max_ctx = 512;
+    options.prefill_quantum = engine::PrefillQuantum::of(64);
+    options.cpu_experts = engine::cuda::CpuExpertsSetting::parse("1", "--cpu-experts");
+    options.cpu_pool = &pool;
+    options.cpu_activations = engine::ActivationPrecision::Q8;
+    const std::unique_ptr<engine::ModelBackend> gpu =
+        engine::cuda::make_cuda_model(*cpu.weights, experts, options);
+    const std::vector<float> got = step_logits(*gpu);
+    ASSERT_EQ(got.size(), expected.size());
+    double error = 0.0;
+    double signal = 0.0;
+    for (size_t i = 0; i < got.size(); ++i) {
+        error += (got[i] - expected[i]) * (got[i] - expected[i]);
+        signal += expected[i] * expected[i];
+    }
+    EXPECT_LE(std::sqrt(error / signal), 0.05);
+    EXPECT_LE(max_abs_diff(got, expected), 1.0F);
+    EXPECT_GT(max_abs_diff(got, expected), 0.0F);  // the int8 path did run
+    const nlohmann::json stats = engine::backend_stats_json(gpu->backend_stats());
+    EXPECT_EQ(stats["cpu_experts_activations"].get<std::string>(), "q8");
+    EXPECT_GT(stats["cpu_experts_computed"].get<uint64_t>(), 0U);
+}
+
 TEST(CudaModel, PrefillQuantumOutOfRangeNamesTheFlag) {
     if (!have_device()) GTEST_SKIP() << "no CUDA device";
     FixtureEngine cpu("tiny_a/hf_flat_fused");

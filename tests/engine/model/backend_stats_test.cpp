@@ -52,6 +52,7 @@ TEST(BackendStats, DeviceFiguresKeepTheirKeys) {
                             "cpu_experts_seconds",
                             "cpu_experts_copied",
                             "cpu_experts_share",
+                            "cpu_experts_activations",
                             "experts_copied_ahead",
                             "experts_used_ahead",
                             "device_expert_hits",
@@ -61,7 +62,7 @@ TEST(BackendStats, DeviceFiguresKeepTheirKeys) {
                             "device_expert_hit_rate"}) {
         EXPECT_TRUE(out.contains(key)) << key;
     }
-    EXPECT_EQ(out.size(), 34U);
+    EXPECT_EQ(out.size(), 35U);
     EXPECT_EQ(out["device"], "H100");
     EXPECT_EQ(out["device_total_bytes"].get<uint64_t>() - out["device_free_bytes"].get<uint64_t>(),
               50U);

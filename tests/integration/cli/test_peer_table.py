@@ -100,11 +100,11 @@ def test_gpu_table_gives_each_regime_best_against_best(tmp_path):
     assert decode[0] == "420; 400 (--cpu-experts off)"
     assert decode[2] == f"{420 / 300:.2f}x"
 
-    # With int8 activations for the CPU's share: its figure and ratio beside the default's.
-    write(res, "cherenkov_host25_q8.json", ours(2060.0, 480.0))
+    # With float activations for the CPU's share: its figure and ratio beside the default's.
+    write(res, "cherenkov_host25_f32.json", ours(2060.0, 410.0))
     decode = rows(run_table(out, 4, tmp_path / "no-store"))["experts in host RAM, 25% on GPU, decode"]
-    assert decode[0] == "420; 480 (--cpu-activations q8); 400 (--cpu-experts off)"
-    assert decode[2] == f"{420 / 300:.2f}x ({480 / 300:.2f}x q8)"
+    assert decode[0] == "420; 410 (--cpu-activations f32); 400 (--cpu-experts off)"
+    assert decode[2] == f"{420 / 300:.2f}x ({410 / 300:.2f}x f32)"
 
     # A 4,096-token prompt in one grown chunk: 4096 · 1.25 MB = 5.12 GB, one read of the table.
     long = ours(1400.0, 26.0, prefill_chunks=1, prefill_expert_bytes_per_token=1.25e6)
