@@ -17,29 +17,13 @@
 
 #include "base/half.h"
 #include "engine/cpu/matmul_kernels.h"
+#include "engine/cpu/matmul_q8_tiles.h"
 #include "engine/cpu/prefetch.h"
 
 #define CHERENKOV_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")))
 
 namespace cherenkov::engine::matmul_detail {
 namespace {
-
-// As in the AVX2 kernels: input rows whose activations stay in L2 while the weight rows pass.
-constexpr int64_t kInputBlock = 64;
-
-// Up to eight BF16 scales (n of them; the rest of the lanes zero) as floats.
-CHERENKOV_AVX512 inline __m256 scales_of_octet(const uint16_t* scales, int64_t n) {
-    __m128i bits;
-    if (n == 8) {
-        bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales));
-    } else {
-        alignas(16) uint16_t padded[8] = {};
-        std::memcpy(padded, scales, static_cast<size_t>(n) * sizeof(uint16_t));
-        bits = _mm_load_si128(reinterpret_cast<const __m128i*>(padded));
-    }
-    // BF16 is the high half of a float.
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
-}
 
 // Up to eight floats (n of them; the rest zero).
 CHERENKOV_AVX512 inline __m256 floats_of_octet(const float* values, int64_t n) {
@@ -91,7 +75,7 @@ CHERENKOV_AVX512 inline void load_steps(const AffineMatrix& w, int64_t row0,
     for (int t = 0; t < NT; ++t) dx_octet[t] = floats_of_octet(dx[t] + group, n);
 #pragma GCC unroll 16
     for (int r = 0; r < NW; ++r) {
-        const __m256 scales = scales_of_octet(w.scales + (row0 + r) * n_groups + group, n);
+        const __m256 scales = q8::scales_of_octet(w.scales + (row0 + r) * n_groups + group, n);
 #pragma GCC unroll 16
         for (int t = 0; t < NT; ++t) step[t][r] = _mm256_mul_ps(scales, dx_octet[t]);
     }
@@ -196,69 +180,20 @@ CHERENKOV_AVX512 void q8_tile(const Q8Call& call, int64_t row0, int64_t t0) {
             }
         }
     }
-    // The bias term after the loop, in group order, as the AVX2 kernel forms it.
-    __m128 bsum[NT][NW];
-#pragma GCC unroll 16
-    for (int t = 0; t < NT; ++t) {
-#pragma GCC unroll 16
-        for (int r = 0; r < NW; ++r) bsum[t][r] = _mm_setzero_ps();
-    }
-    for (int64_t group = 0; group < n_groups; ++group) {
-        const float* xs = call.qsum + group;
-#pragma GCC unroll 16
-        for (int r = 0; r < NW; ++r) {
-            const __m128 bias = _mm_set_ss(bf16_to_float(w.biases[(row0 + r) * n_groups + group]));
-#pragma GCC unroll 16
-            for (int t = 0; t < NT; ++t) {
-                bsum[t][r] = _mm_fmadd_ss(bias, _mm_load_ss(xs + (t0 + t) * n_groups), bsum[t][r]);
-            }
-        }
-    }
-#pragma GCC unroll 16
-    for (int t = 0; t < NT; ++t) {
-#pragma GCC unroll 16
-        for (int r = 0; r < NW; ++r) {
-            alignas(32) float lanes[8];
-            _mm256_store_ps(lanes, acc[t][r]);
-            call.y[static_cast<size_t>(t0 + t) * call.y_stride + static_cast<size_t>(row0 + r)] =
-                hsum8(lanes) + _mm_cvtss_f32(bsum[t][r]);
-        }
-    }
+    q8::finish_tile<NT, NW>(call, row0, t0, acc);
 }
 
-// Weight rows row0 .. row0+NW-1 against input rows [t_begin, t_end), three at a time.
-template <int NW, int Blocks>
-CHERENKOV_AVX512 void q8_input_rows(const Q8Call& call, int64_t row0, int64_t t_begin,
-                                    int64_t t_end) {
-    int64_t t = t_begin;
-    for (; t + 3 <= t_end; t += 3) q8_tile<3, NW, Blocks>(call, row0, t);
-    if (t_end - t == 2) q8_tile<2, NW, Blocks>(call, row0, t);
-    if (t_end - t == 1) q8_tile<1, NW, Blocks>(call, row0, t);
-}
-
-// The AVX2 kernels' tiling: one input row against four weight rows at a time; more input rows
-// in blocks, pairs of weight rows over three input rows.
-template <int Blocks>
-CHERENKOV_AVX512 void q8_rows(const Q8Call& call, int64_t row_begin, int64_t row_end) {
-    if (call.n_rows == 1) {
-        int64_t row = row_begin;
-        for (; row + 4 <= row_end; row += 4) q8_tile<1, 4, Blocks>(call, row, 0);
-        for (; row < row_end; ++row) q8_tile<1, 1, Blocks>(call, row, 0);
-        return;
+template <int NT, int NW, int Blocks>
+struct Avx512Tile {
+    CHERENKOV_AVX512 static void run(const Q8Call& call, int64_t row0, int64_t t0) {
+        q8_tile<NT, NW, Blocks>(call, row0, t0);
     }
-    for (int64_t b0 = 0; b0 < call.n_rows; b0 += kInputBlock) {
-        const int64_t b1 = std::min(call.n_rows, b0 + kInputBlock);
-        int64_t row = row_begin;
-        for (; row + 2 <= row_end; row += 2) q8_input_rows<2, Blocks>(call, row, b0, b1);
-        if (row < row_end) q8_input_rows<1, Blocks>(call, row, b0, b1);
-    }
-}
+};
 
 }  // namespace
 
 void affine_q8_rows_avx512(const Q8Call& call, int64_t row_begin, int64_t row_end) {
-    if (call.w->group_size == 128) return q8_rows<2>(call, row_begin, row_end);
-    q8_rows<1>(call, row_begin, row_end);
+    q8::rows_of_any_group<Avx512Tile>(call, row_begin, row_end);
 }
 
 }  // namespace cherenkov::engine::matmul_detail

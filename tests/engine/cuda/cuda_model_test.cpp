@@ -53,6 +53,19 @@ struct CudaFixture {
     std::unique_ptr<engine::ModelBackend> gpu;
 };
 
+// The logits of `tokens` decoded one at a time from a fresh sequence, concatenated.
+std::vector<float> step_logits(engine::ModelBackend& model, const std::vector<int32_t>& tokens) {
+    engine::SequenceState state = model.new_sequence(256);
+    std::vector<float> logits;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+        engine::ForwardOptions options;
+        options.all_logits = true;
+        const auto r = model.forward(state, std::span(tokens).subspan(i, 1), options);
+        logits.insert(logits.end(), r.logits.begin(), r.logits.end());
+    }
+    return logits;
+}
+
 std::vector<float> all_logits(engine::ModelBackend& model, const std::vector<int32_t>& tokens,
                               engine::ForwardTrace* trace = nullptr) {
     engine::SequenceState state = model.new_sequence(256);
@@ -625,18 +638,7 @@ TEST(CudaModel, DecodeMissesComputedOnTheCpuKeepTheCpusLogitsAndText) {
     ReferenceFile reference("tiny_a/reference/logits.safetensors");
     const std::vector<int32_t> prompt = reference.tokens("input_ids.chat");
     const std::vector<int32_t> tokens = reference.tokens("input_ids.len33");
-    const auto step_logits = [&](engine::ModelBackend& model) {
-        engine::SequenceState state = model.new_sequence(256);
-        std::vector<float> logits;
-        for (size_t i = 0; i < tokens.size(); ++i) {
-            engine::ForwardOptions options;
-            options.all_logits = true;
-            const auto r = model.forward(state, std::span(tokens).subspan(i, 1), options);
-            logits.insert(logits.end(), r.logits.begin(), r.logits.end());
-        }
-        return logits;
-    };
-    const std::vector<float> expected_logits = step_logits(cpu.model);
+    const std::vector<float> expected_logits = step_logits(cpu.model, tokens);
     const std::vector<int32_t> expected = generate(cpu.model, prompt, 0);
     for (const char* setting : {"1", "0.5", "auto", "off"}) {
         engine::cuda::CudaModelOptions options;
@@ -647,7 +649,8 @@ TEST(CudaModel, DecodeMissesComputedOnTheCpuKeepTheCpusLogitsAndText) {
         options.cpu_pool = &pool;
         const std::unique_ptr<engine::ModelBackend> gpu =
             engine::cuda::make_cuda_model(*cpu.weights, experts, options);
-        EXPECT_LE(max_abs_diff(step_logits(*gpu), expected_logits), kLogitTolerance) << setting;
+        EXPECT_LE(max_abs_diff(step_logits(*gpu, tokens), expected_logits), kLogitTolerance)
+            << setting;
         EXPECT_EQ(generate(*gpu, prompt, 0), expected) << setting;
         EXPECT_EQ(generate(*gpu, prompt, 2), expected) << setting;
         const nlohmann::json stats = engine::backend_stats_json(gpu->backend_stats());
@@ -686,18 +689,7 @@ TEST(CudaModel, CpuExpertsInInt8StayNearTheCpusLogits) {
     engine::ThreadPool pool(4);
     ReferenceFile reference("tiny_a/reference/logits.safetensors");
     const std::vector<int32_t> tokens = reference.tokens("input_ids.len33");
-    const auto step_logits = [&](engine::ModelBackend& model) {
-        engine::SequenceState state = model.new_sequence(256);
-        std::vector<float> logits;
-        for (size_t i = 0; i < tokens.size(); ++i) {
-            engine::ForwardOptions options;
-            options.all_logits = true;
-            const auto r = model.forward(state, std::span(tokens).subspan(i, 1), options);
-            logits.insert(logits.end(), r.logits.begin(), r.logits.end());
-        }
-        return logits;
-    };
-    const std::vector<float> expected = step_logits(cpu.model);
+    const std::vector<float> expected = step_logits(cpu.model, tokens);
     engine::cuda::CudaModelOptions options;
     options.pool = engine::parse_pool_setting(minimal_pool(checkpoint));
     options.max_ctx = 512;
@@ -707,7 +699,7 @@ TEST(CudaModel, CpuExpertsInInt8StayNearTheCpusLogits) {
     options.cpu_activations = engine::ActivationPrecision::Q8;
     const std::unique_ptr<engine::ModelBackend> gpu =
         engine::cuda::make_cuda_model(*cpu.weights, experts, options);
-    const std::vector<float> got = step_logits(*gpu);
+    const std::vector<float> got = step_logits(*gpu, tokens);
     ASSERT_EQ(got.size(), expected.size());
     double error = 0.0;
     double signal = 0.0;

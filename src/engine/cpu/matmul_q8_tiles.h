@@ -1,0 +1,111 @@
+// Internal to the int8-activation kernels (matmul_q8_avx2.cpp, matmul_q8_avx512.cpp): what both
+// families share around their inner loops, so they tile the work and finish each output the same
+// way (matmul_kernels.h's order): the BF16 scales of an octet of groups, the bias term and the
+// final sum of a tile, and the split of a row range into tiles. Each family supplies its tile as
+// Tile<NT, NW, Blocks>::run(call, row0, t0): y for input rows t0 .. t0+NT-1 and weight rows
+// row0 .. row0+NW-1, Blocks = group_size / 64.
+#pragma once
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "base/half.h"
+#include "engine/cpu/matmul_kernels.h"
+
+namespace cherenkov::engine::matmul_detail::q8 {
+
+#define CHERENKOV_Q8_AVX2 __attribute__((target("avx2,fma")))
+
+// Input rows per block: their activations (64 × cols bytes) stay in L2 while every weight row of
+// the range passes over them.
+constexpr int64_t kInputBlock = 64;
+
+// Up to eight BF16 scales (n of them; the rest of the lanes zero) as floats.
+CHERENKOV_Q8_AVX2 inline __m256 scales_of_octet(const uint16_t* scales, int64_t n) {
+    __m128i bits;
+    if (n == 8) {
+        bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales));
+    } else {
+        alignas(16) uint16_t padded[8] = {};
+        std::memcpy(padded, scales, static_cast<size_t>(n) * sizeof(uint16_t));
+        bits = _mm_load_si128(reinterpret_cast<const __m128i*>(padded));
+    }
+    // BF16 is the high half of a float.
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
+}
+
+// y[t0 + t][row0 + r] = hsum8(acc[t][r]) + the bias term, which is summed here in group order
+// with every (t, r) chain interleaved so that their fused multiply-adds overlap.
+template <int NT, int NW>
+CHERENKOV_Q8_AVX2 inline void finish_tile(const Q8Call& call, int64_t row0, int64_t t0,
+                                          const __m256 (&acc)[NT][NW]) {
+    const AffineMatrix& w = *call.w;
+    const int64_t n_groups = w.groups_per_row();
+    __m128 bsum[NT][NW];
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; ++t) {
+#pragma GCC unroll 16
+        for (int r = 0; r < NW; ++r) bsum[t][r] = _mm_setzero_ps();
+    }
+    for (int64_t group = 0; group < n_groups; ++group) {
+        const float* xs = call.qsum + group;
+#pragma GCC unroll 16
+        for (int r = 0; r < NW; ++r) {
+            const __m128 bias = _mm_set_ss(bf16_to_float(w.biases[(row0 + r) * n_groups + group]));
+#pragma GCC unroll 16
+            for (int t = 0; t < NT; ++t) {
+                bsum[t][r] = _mm_fmadd_ss(bias, _mm_load_ss(xs + (t0 + t) * n_groups), bsum[t][r]);
+            }
+        }
+    }
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; ++t) {
+#pragma GCC unroll 16
+        for (int r = 0; r < NW; ++r) {
+            alignas(32) float lanes[8];
+            _mm256_store_ps(lanes, acc[t][r]);
+            call.y[static_cast<size_t>(t0 + t) * call.y_stride + static_cast<size_t>(row0 + r)] =
+                hsum8(lanes) + _mm_cvtss_f32(bsum[t][r]);
+        }
+    }
+}
+
+// Weight rows row0 .. row0+NW-1 against input rows [t_begin, t_end), three at a time.
+template <template <int, int, int> class Tile, int NW, int Blocks>
+void input_rows(const Q8Call& call, int64_t row0, int64_t t_begin, int64_t t_end) {
+    int64_t t = t_begin;
+    for (; t + 3 <= t_end; t += 3) Tile<3, NW, Blocks>::run(call, row0, t);
+    if (t_end - t == 2) Tile<2, NW, Blocks>::run(call, row0, t);
+    if (t_end - t == 1) Tile<1, NW, Blocks>::run(call, row0, t);
+}
+
+// Rows [row_begin, row_end). One input row (decode): four weight rows share each load of its
+// activations. More: pairs of weight rows (in L1) pass over a block of input rows (in L2), three
+// input rows sharing each unpacked weight group.
+template <template <int, int, int> class Tile, int Blocks>
+void rows(const Q8Call& call, int64_t row_begin, int64_t row_end) {
+    if (call.n_rows == 1) {
+        int64_t row = row_begin;
+        for (; row + 4 <= row_end; row += 4) Tile<1, 4, Blocks>::run(call, row, 0);
+        for (; row < row_end; ++row) Tile<1, 1, Blocks>::run(call, row, 0);
+        return;
+    }
+    for (int64_t b0 = 0; b0 < call.n_rows; b0 += kInputBlock) {
+        const int64_t b1 = std::min(call.n_rows, b0 + kInputBlock);
+        int64_t row = row_begin;
+        for (; row + 2 <= row_end; row += 2) input_rows<Tile, 2, Blocks>(call, row, b0, b1);
+        if (row < row_end) input_rows<Tile, 1, Blocks>(call, row, b0, b1);
+    }
+}
+
+// A family's entry point: the tiles over [row_begin, row_end) for group size 64 or 128.
+template <template <int, int, int> class Tile>
+void rows_of_any_group(const Q8Call& call, int64_t row_begin, int64_t row_end) {
+    if (call.w->group_size == 128) return rows<Tile, 2>(call, row_begin, row_end);
+    rows<Tile, 1>(call, row_begin, row_end);
+}
+
+}  // namespace cherenkov::engine::matmul_detail::q8
