@@ -353,8 +353,11 @@ void set_kernel_path(KernelPath path) {
 KernelPath active_kernel_path() {
     const KernelPath path = requested_path.load(std::memory_order_relaxed);
     if (path != KernelPath::Auto) return path;
-    if (cpu_has_avx512_vnni()) return KernelPath::Avx512;
-    return cpu_has_avx2_fma() ? KernelPath::Avx2 : KernelPath::Portable;
+    // Every matmul call asks: the CPU's features are looked up once.
+    static const KernelPath best = cpu_has_avx512_vnni() ? KernelPath::Avx512
+                                   : cpu_has_avx2_fma()  ? KernelPath::Avx2
+                                                         : KernelPath::Portable;
+    return best;
 }
 
 void matmul(const AffineMatrix& w, const float* x, size_t x_stride, int64_t n_rows, float* y,

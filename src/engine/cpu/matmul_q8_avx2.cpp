@@ -27,27 +27,16 @@ CHERENKOV_AVX2 void q8_tile(const Q8Call& call, int64_t row0, int64_t t0) {
     const AffineMatrix& w = *call.w;
     const int64_t n_groups = w.groups_per_row();
     const size_t row_bytes = w.row_code_bytes();
-    const auto cols = static_cast<size_t>(w.cols);
     const __m256i low_nibbles = _mm256_set1_epi8(15);
     const __m256i ones = _mm256_set1_epi16(1);
 
-    const uint8_t* codes[NW];
-#pragma GCC unroll 16
-    for (int r = 0; r < NW; ++r) codes[r] = w.codes + static_cast<size_t>(row0 + r) * row_bytes;
-    const int8_t* xq[NT];
-    const float* dx[NT];
-#pragma GCC unroll 16
-    for (int t = 0; t < NT; ++t) {
-        xq[t] = call.xq + static_cast<size_t>(t0 + t) * cols;
-        dx[t] = call.dx + static_cast<size_t>(t0 + t) * static_cast<size_t>(n_groups);
-    }
+    const q8::TileRows<NT, NW> tile_rows(call, row0, t0);
+    const auto& codes = tile_rows.codes;
+    const auto& xq = tile_rows.xq;
+    const auto& dx = tile_rows.dx;
 
     __m256 acc[NT][NW];
-#pragma GCC unroll 16
-    for (int t = 0; t < NT; ++t) {
-#pragma GCC unroll 16
-        for (int r = 0; r < NW; ++r) acc[t][r] = _mm256_setzero_ps();
-    }
+    q8::clear(acc);
     __m256 octet[NW];
 #pragma GCC unroll 16
     for (int r = 0; r < NW; ++r) octet[r] = _mm256_setzero_ps();

@@ -95,32 +95,17 @@ CHERENKOV_AVX512 void q8_tile(const Q8Call& call, int64_t row0, int64_t t0) {
     const int64_t n_groups = w.groups_per_row();
     const int64_t n_blocks = n_groups * Blocks;
     const size_t row_bytes = w.row_code_bytes();
-    const auto cols = static_cast<size_t>(w.cols);
     const __m512i low_nibbles = _mm512_set1_epi8(15);
 
-    const uint8_t* codes[NW];
-#pragma GCC unroll 16
-    for (int r = 0; r < NW; ++r) codes[r] = w.codes + static_cast<size_t>(row0 + r) * row_bytes;
-    const int8_t* xq[NT];
-    const float* dx[NT] = {};
-#pragma GCC unroll 16
-    for (int t = 0; t < NT; ++t) {
-        xq[t] = call.xq + static_cast<size_t>(t0 + t) * cols;
-        dx[t] = call.dx + static_cast<size_t>(t0 + t) * static_cast<size_t>(n_groups);
-    }
+    const q8::TileRows<NT, NW> tile_rows(call, row0, t0);
+    const auto& codes = tile_rows.codes;
+    const auto& xq = tile_rows.xq;
+    const auto& dx = tile_rows.dx;
 
     __m256 acc[NT][NW];
-#pragma GCC unroll 16
-    for (int t = 0; t < NT; ++t) {
-#pragma GCC unroll 16
-        for (int r = 0; r < NW; ++r) acc[t][r] = _mm256_setzero_ps();
-    }
+    q8::clear(acc);
     __m256 step[NT][NW];  // the current octet's steps (load_steps, at every group % 8 == 0)
-#pragma GCC unroll 16
-    for (int t = 0; t < NT; ++t) {
-#pragma GCC unroll 16
-        for (int r = 0; r < NW; ++r) step[t][r] = _mm256_setzero_ps();
-    }
+    q8::clear(step);
     int64_t block = 0;
     for (; block + 2 <= n_blocks; block += 2) {
         const size_t column = static_cast<size_t>(block * 64);

@@ -37,6 +37,38 @@ CHERENKOV_Q8_AVX2 inline __m256 scales_of_octet(const uint16_t* scales, int64_t 
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
 }
 
+// A tile's rows: the codes of weight rows row0 .. row0+NW-1, and the int8 activations and their
+// steps of input rows t0 .. t0+NT-1.
+template <int NT, int NW>
+struct TileRows {
+    const uint8_t* codes[NW];
+    const int8_t* xq[NT];
+    const float* dx[NT];
+
+    TileRows(const Q8Call& call, int64_t row0, int64_t t0) {
+        const AffineMatrix& w = *call.w;
+        const size_t row_bytes = w.row_code_bytes();
+        const auto n_groups = static_cast<size_t>(w.groups_per_row());
+#pragma GCC unroll 16
+        for (int r = 0; r < NW; ++r) codes[r] = w.codes + static_cast<size_t>(row0 + r) * row_bytes;
+#pragma GCC unroll 16
+        for (int t = 0; t < NT; ++t) {
+            xq[t] = call.xq + static_cast<size_t>(t0 + t) * static_cast<size_t>(w.cols);
+            dx[t] = call.dx + static_cast<size_t>(t0 + t) * n_groups;
+        }
+    }
+};
+
+// Every lane of a tile's float accumulators zero.
+template <int NT, int NW>
+CHERENKOV_Q8_AVX2 inline void clear(__m256 (&lanes)[NT][NW]) {
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; ++t) {
+#pragma GCC unroll 16
+        for (int r = 0; r < NW; ++r) lanes[t][r] = _mm256_setzero_ps();
+    }
+}
+
 // y[t0 + t][row0 + r] = hsum8(acc[t][r]) + the bias term, which is summed here in group order
 // with every (t, r) chain interleaved so that their fused multiply-adds overlap.
 template <int NT, int NW>

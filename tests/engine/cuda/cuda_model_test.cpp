@@ -307,6 +307,20 @@ std::string minimal_pool(const std::string& checkpoint) {
     return text;
 }
 
+// Options of a CUDA model over a minimal device pool of `checkpoint` (every decode call misses),
+// context 512, prefill quantum 64, its misses dealt by `cpu_experts` (--cpu-experts) to `pool`.
+engine::cuda::CudaModelOptions minimal_pool_options(const std::string& checkpoint,
+                                                    const char* cpu_experts = "off",
+                                                    engine::ThreadPool* pool = nullptr) {
+    engine::cuda::CudaModelOptions options;
+    options.pool = engine::parse_pool_setting(minimal_pool(checkpoint));
+    options.max_ctx = 512;
+    options.prefill_quantum = engine::PrefillQuantum::of(64);
+    options.cpu_experts = engine::cuda::CpuExpertsSetting::parse(cpu_experts, "--cpu-experts");
+    options.cpu_pool = pool;
+    return options;
+}
+
 // Once every layer is routed on the device, a decode step is one CUDA graph from the embedding to
 // the token selection, replayed at every position (the QSA kernels read it on the device). From a
 // 3-token prompt, 48 tokens take the QSA layers from dense to block-sparse attention and complete
@@ -599,10 +613,7 @@ TEST(CudaModel, AMappedTableGivesTheSameBitsAsReadRecords) {
     for (const int64_t copies : {0, 1, 64}) {
         engine::MappedExpertTable mapped(cpu.weights->store_dir + "/experts.bin",
                                          cpu.weights->manifest.experts);
-        engine::cuda::CudaModelOptions options;
-        options.pool = engine::parse_pool_setting(minimal_pool(checkpoint));
-        options.max_ctx = 512;
-        options.prefill_quantum = engine::PrefillQuantum::of(64);
+        engine::cuda::CudaModelOptions options = minimal_pool_options(checkpoint);
         options.tuning.next_layer_copies = copies;
         const std::unique_ptr<engine::ModelBackend> gpu =
             engine::cuda::make_cuda_model(*cpu.weights, mapped, options);
@@ -641,12 +652,8 @@ TEST(CudaModel, DecodeMissesComputedOnTheCpuKeepTheCpusLogitsAndText) {
     const std::vector<float> expected_logits = step_logits(cpu.model, tokens);
     const std::vector<int32_t> expected = generate(cpu.model, prompt, 0);
     for (const char* setting : {"1", "0.5", "auto", "off"}) {
-        engine::cuda::CudaModelOptions options;
-        options.pool = engine::parse_pool_setting(minimal_pool(checkpoint));
-        options.max_ctx = 512;
-        options.prefill_quantum = engine::PrefillQuantum::of(64);
-        options.cpu_experts = engine::cuda::CpuExpertsSetting::parse(setting, "--cpu-experts");
-        options.cpu_pool = &pool;
+        const engine::cuda::CudaModelOptions options =
+            minimal_pool_options(checkpoint, setting, &pool);
         const std::unique_ptr<engine::ModelBackend> gpu =
             engine::cuda::make_cuda_model(*cpu.weights, experts, options);
         EXPECT_LE(max_abs_diff(step_logits(*gpu, tokens), expected_logits), kLogitTolerance)
@@ -690,12 +697,7 @@ TEST(CudaModel, CpuExpertsInInt8StayNearTheCpusLogits) {
     ReferenceFile reference("tiny_a/reference/logits.safetensors");
     const std::vector<int32_t> tokens = reference.tokens("input_ids.len33");
     const std::vector<float> expected = step_logits(cpu.model, tokens);
-    engine::cuda::CudaModelOptions options;
-    options.pool = engine::parse_pool_setting(minimal_pool(checkpoint));
-    options.max_ctx = 512;
-    options.prefill_quantum = engine::PrefillQuantum::of(64);
-    options.cpu_experts = engine::cuda::CpuExpertsSetting::parse("1", "--cpu-experts");
-    options.cpu_pool = &pool;
+    engine::cuda::CudaModelOptions options = minimal_pool_options(checkpoint, "1", &pool);
     options.cpu_activations = engine::ActivationPrecision::Q8;
     const std::unique_ptr<engine::ModelBackend> gpu =
         engine::cuda::make_cuda_model(*cpu.weights, experts, options);
