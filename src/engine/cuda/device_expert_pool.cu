@@ -208,10 +208,25 @@ void DeviceExpertPool::note_hit(uint32_t slot) {
     ++used_ahead_;
 }
 
-void DeviceExpertPool::copy_ahead(int64_t layer, int32_t expert, const ExpertWeights& weights) {
-    if (weights.bits > max_bits_ || !affine_gemv_supports(weights.bits, layout_.group_size)) {
-        return;  // acquire() will refuse it, with the reason, if the layer ever asks for it
+bool DeviceExpertPool::takes(const ExpertWeights& weights) const {
+    return weights.bits <= max_bits_ && affine_gemv_supports(weights.bits, layout_.group_size);
+}
+
+void DeviceExpertPool::fill(const SlotTable::Claim& claim, const SlotKey& key,
+                            const ExpertWeights& weights, bool compute_waits) {
+    try {
+        if (claim.evicted) fence_eviction(*claim.evicted);
+        upload(static_cast<int32_t>(claim.slot), weights, compute_waits);
+    } catch (...) {
+        // Nothing was queued into the slot, or the stream is broken: it holds no record.
+        slots_->release(claim.slot);
+        throw;
     }
+    count_resident(key, 1);
+}
+
+void DeviceExpertPool::copy_ahead(int64_t layer, int32_t expert, const ExpertWeights& weights) {
+    if (!takes(weights)) return;  // acquire() will refuse it, with the reason, if ever asked
     const SlotKey key = key_of(layer, expert, weights.bits);
     if (slots_->find(key) >= 0) return;
     SlotTable::Claim claim;
@@ -222,20 +237,13 @@ void DeviceExpertPool::copy_ahead(int64_t layer, int32_t expert, const ExpertWei
         throw;
     }
     note_pinned(claim.slot);
-    try {
-        if (claim.evicted) fence_eviction(*claim.evicted);
-        upload(static_cast<int32_t>(claim.slot), weights, false);
-    } catch (...) {
-        slots_->release(claim.slot);
-        throw;
-    }
-    count_resident(key, 1);
+    fill(claim, key, weights, false);
     ++copied_ahead_;
 }
 
 DeviceExpert DeviceExpertPool::acquire(int64_t layer, int32_t expert,
                                        const ExpertWeights& weights) {
-    if (weights.bits > max_bits_ || !affine_gemv_supports(weights.bits, layout_.group_size)) {
+    if (!takes(weights)) {
         throw_invalid("[device_expert_pool] a " + std::to_string(weights.bits) +
                       "-bit record does not fit slots of " + std::to_string(max_bits_) + " bits");
     }
@@ -254,17 +262,7 @@ DeviceExpert DeviceExpertPool::acquire(int64_t layer, int32_t expert,
     const auto slot = static_cast<int32_t>(claim.slot);
     note_pinned(claim.slot);
     if (claim.hit) note_hit(claim.slot);
-    if (!claim.hit) {
-        try {
-            if (claim.evicted) fence_eviction(*claim.evicted);
-            upload(slot, weights);
-        } catch (...) {
-            // Nothing was queued into the slot, or the stream is broken: it holds no record.
-            slots_->release(claim.slot);
-            throw;
-        }
-        count_resident(key, 1);
-    }
+    if (!claim.hit) fill(claim, key, weights, true);
     return view_of(slot, weights.bits);
 }
 

@@ -172,6 +172,12 @@ private:
     // Queues the copy of `weights` into `slot`; the compute stream waits for it at once, or
     // (compute_waits false) at the next join_ahead().
     void upload(int32_t slot, const ExpertWeights& weights, bool compute_waits = true);
+    // Whether slots of this pool can hold `weights` (its bits and group size).
+    bool takes(const ExpertWeights& weights) const;
+    // A claimed slot that missed: fences its eviction, queues the copy (upload) and counts the
+    // record resident; if that throws, the slot is released (it holds no record) and it rethrows.
+    void fill(const SlotTable::Claim& claim, const SlotKey& key, const ExpertWeights& weights,
+              bool compute_waits);
     // The compute stream's wait for copies queued by copy_ahead, before a slot is handed out.
     void join_ahead();
     // A hit on `slot`: counts it used ahead if copy_ahead filled it and nothing read it since.
