@@ -7,6 +7,13 @@
 # prefill: per-kernel GPU time (ncu gpu__time_duration) of `cherenkov bench` on a 4-layer
 #          synthetic store, summed by kernel name, prefill and decode together;
 # decode:  the same with a 16-token prompt and 24 generated tokens, so decode steps dominate.
+# timeline: a CUPTI trace (bench/cuda_timeline.cpp, loaded through CUDA_INJECTION64_PATH) of a
+#          512-token prefill and 64 decode steps on the 4-layer store with the 248,320-token
+#          vocabulary, experts resident and then a quarter of them on the device (the rest from a
+#          mapped host table), each cut into steps by bench/cuda_timeline.py: wall, device busy,
+#          kernels, copies, host syncs and the idle gaps with what the host did in them.
+#          Not part of "all". The untraced figures of the same runs are printed beside.
+#          TIMELINE_STORE=DIR traces that store instead (bench/peers/llama_cpp.sh's L4/store).
 # ncu runs with --clock-control none: the card's clocks are left as they are.
 set -euo pipefail
 out=$1
@@ -65,5 +72,26 @@ print(f"total {all_ns / 1e6:.3f} ms over {sum(count.values())} kernels")
 PY
 }
 
+# timeline NAME BENCH_FLAGS...: one traced and one untraced `cherenkov bench` of the timeline store.
+timeline() {
+    local name=$1
+    shift
+    local store=${TIMELINE_STORE:-/tmp/cherenkov-timeline/store}
+    if [[ -z ${TIMELINE_STORE:-} ]]; then
+        "$root/bench/make_synthetic_store.sh" /tmp/cherenkov-timeline 4 512 "$bin/cherenkov" \
+            --vocab 248320
+    fi
+    local flags=(bench "$store" --backend cuda --prompt-tokens 512 --gen-tokens 64 --repeat 2 "$@")
+    "$bin/cherenkov" "${flags[@]}" 2>&1 | tail -3 | tee "$out/bench_${name}_untraced.txt"
+    CUDA_INJECTION64_PATH="$root/.gpu/lib/libcuda_timeline.so" CK_TIMELINE_OUT="$out/$name.tsv" \
+        "$bin/cherenkov" "${flags[@]}" >"$out/bench_${name}_traced.txt" 2>&1
+    python3 "$root/bench/cuda_timeline.py" "$out/$name.tsv" --json "$out/$name.json" \
+        | tee "$out/${name}_timeline.txt"
+}
+
+if [[ $what == timeline ]]; then
+    timeline resident --pool-gb max
+    timeline host25 --pool-gb 1.415 --host-pool-gb mapped
+fi
 if [[ $what == prefill || $what == all ]]; then kernel_times prefill 256 16; fi
 if [[ $what == decode || $what == all ]]; then kernel_times decode 16 24; fi
