@@ -25,21 +25,27 @@ BLOCKING_SYNCS = {1: "event sync", 3: "stream sync", 4: "context sync"}
 
 
 def load(path):
-    kernels, copies, memsets, apis, syncs = [], [], [], [], []
-    with open(path) as f:
+    records = {"K": [], "C": [], "S": [], "A": [], "Y": []}
+    with open(path, errors="replace") as f:
         for line_no, line in enumerate(f, 1):
             if line.startswith("#") or not line.strip():
                 continue
             parts = line.rstrip("\n").split("\t")
             if len(parts) != 9:
                 sys.exit(f"{path}:{line_no}: expected 9 tab-separated fields, got {len(parts)}")
-            kind, start, end, who, corr, graph, nbytes, detail, name = parts
-            rec = (int(start), int(end), int(who), int(graph), int(nbytes), int(detail), name)
-            {"K": kernels, "C": copies, "S": memsets, "A": apis, "Y": syncs}.get(kind, [])\
-                .append(rec)
-    for records in (kernels, copies, memsets, apis, syncs):
-        records.sort()
-    return kernels, copies, memsets, apis, syncs
+            kind, start, end, who, _corr, graph, nbytes, detail, name = parts
+            if kind not in records:
+                sys.exit(f"{path}:{line_no}: unknown record kind {kind!r} (K, C, S, A or Y)")
+            try:
+                rec = (int(start), int(end), int(who), int(graph), int(nbytes), int(detail), name)
+            except ValueError as e:
+                sys.exit(f"{path}:{line_no}: a numeric field is not an integer ({e})")
+            if rec[1] < rec[0]:
+                sys.exit(f"{path}:{line_no}: end_ns {rec[1]} is before start_ns {rec[0]}")
+            records[kind].append(rec)
+    for kind in records.values():
+        kind.sort()
+    return records["K"], records["C"], records["S"], records["A"], records["Y"]
 
 
 def short(name):
@@ -200,7 +206,10 @@ def main():
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args()
 
-    kernels, copies, memsets, apis, syncs = load(args.trace)
+    try:
+        kernels, copies, memsets, apis, syncs = load(args.trace)
+    except OSError as e:
+        sys.exit(f"{args.trace}: cannot read: {e.strerror}")
     if not kernels:
         sys.exit(f"{args.trace}: no kernel records")
     split = re.compile(args.split)
