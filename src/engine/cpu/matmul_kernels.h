@@ -73,6 +73,13 @@ struct Q8Call {
     int64_t n_rows = 0;
     float* y = nullptr;  // [n_rows, y_stride]
     size_t y_stride = 0;
+    // Set by the kernels themselves for calls of several input rows: the bias terms
+    // Σ_group bias·qsum of weight rows from bias_row0 and input rows from bias_t0, already summed
+    // (bias_terms[(t − bias_t0)·bias_stride + r − bias_row0]); null: each tile sums its own.
+    const float* bias_terms = nullptr;
+    int64_t bias_row0 = 0;
+    int64_t bias_t0 = 0;
+    int64_t bias_stride = 0;
 };
 
 // Whether a matrix takes the int8-activation kernels; others run in float whatever is asked.
