@@ -92,9 +92,8 @@ void gated_deltanet_forward(const GatedDeltaNetWeights& weights, GatedDeltaNetSt
                                  .gdn[static_cast<size_t>(ctx.layer_index)];
                 snapshot_rows[static_cast<size_t>(t)] = snap.recurrent.data() + j * dk * dv;
             }
-            delta_rule_sequential(in, state.recurrent.data() + j * dk * dv, heads.data() + j * dv,
-                                  value_dim,
-                                  snapshot_rows.empty() ? nullptr : snapshot_rows.data());
+            delta_rule_tokens(in, state.recurrent.data() + j * dk * dv, heads.data() + j * dv,
+                              value_dim, snapshot_rows.empty() ? nullptr : snapshot_rows.data());
         }
     };
     ctx.pool->parallel_for(static_cast<size_t>(n_value_heads), 1, body);
