@@ -9,6 +9,30 @@
 #include <vector>
 
 namespace cherenkov::engine {
+namespace {
+
+// Row t's inputs: its q, k and v, the decay factor exp(g_t) and β_t.
+struct Row {
+    const float* q;
+    const float* k;
+    const float* v;
+    float decay;
+    float beta;
+};
+
+Row row_at(const DeltaRuleInputs& in, int64_t t) {
+    return {in.q + t * in.row_stride, in.k + t * in.row_stride, in.v + t * in.row_stride,
+            std::exp(in.log_decay[t * in.gate_stride]), in.beta[t * in.gate_stride]};
+}
+
+// u ← β·(v − u), u holding Sᵀk.
+void delta_of(const Row& r, int64_t dv, std::vector<float>& u) {
+    for (int64_t col = 0; col < dv; ++col) {
+        u[static_cast<size_t>(col)] = r.beta * (r.v[col] - u[static_cast<size_t>(col)]);
+    }
+}
+
+}  // namespace
 
 void delta_rule_sequential(const DeltaRuleInputs& in, float* state, float* out, int64_t out_stride,
                            float* const* snapshots) {
@@ -17,11 +41,10 @@ void delta_rule_sequential(const DeltaRuleInputs& in, float* state, float* out, 
     float* s = state;
     std::vector<float> u(static_cast<size_t>(dv));
     for (int64_t t = 0; t < in.n_rows; ++t) {
-        const float* q = in.q + t * in.row_stride;
-        const float* k = in.k + t * in.row_stride;
-        const float* v = in.v + t * in.row_stride;
-        const float g = std::exp(in.log_decay[t * in.gate_stride]);
-        const float b = in.beta[t * in.gate_stride];
+        const Row r = row_at(in, t);
+        const float* q = r.q;
+        const float* k = r.k;
+        const float g = r.decay;
         for (int64_t i = 0; i < dk * dv; ++i) s[i] *= g;
         std::fill(u.begin(), u.end(), 0.0F);
         for (int64_t i = 0; i < dk; ++i) {
@@ -29,9 +52,7 @@ void delta_rule_sequential(const DeltaRuleInputs& in, float* state, float* out, 
             const float* si = s + i * dv;
             for (int64_t col = 0; col < dv; ++col) u[static_cast<size_t>(col)] += si[col] * ki;
         }
-        for (int64_t col = 0; col < dv; ++col) {
-            u[static_cast<size_t>(col)] = b * (v[col] - u[static_cast<size_t>(col)]);
-        }
+        delta_of(r, dv, u);
         float* o = out + t * out_stride;
         std::fill(o, o + dv, 0.0F);
         for (int64_t i = 0; i < dk; ++i) {
@@ -60,11 +81,10 @@ __attribute__((target("avx2"))) void delta_rule_avx2(const DeltaRuleInputs& in, 
     float* s = state;
     std::vector<float> u(static_cast<size_t>(dv));
     for (int64_t t = 0; t < in.n_rows; ++t) {
-        const float* q = in.q + t * in.row_stride;
-        const float* k = in.k + t * in.row_stride;
-        const float* v = in.v + t * in.row_stride;
-        const float g = std::exp(in.log_decay[t * in.gate_stride]);
-        const float b = in.beta[t * in.gate_stride];
+        const Row r = row_at(in, t);
+        const float* q = r.q;
+        const float* k = r.k;
+        const float g = r.decay;
         const __m256 gv = _mm256_set1_ps(g);
         std::fill(u.begin(), u.end(), 0.0F);
         // S ← g·S row by row, and u += S_i·k_i with the decayed row.
@@ -84,9 +104,7 @@ __attribute__((target("avx2"))) void delta_rule_avx2(const DeltaRuleInputs& in, 
                 u[static_cast<size_t>(col)] += si[col] * ki;
             }
         }
-        for (int64_t col = 0; col < dv; ++col) {
-            u[static_cast<size_t>(col)] = b * (v[col] - u[static_cast<size_t>(col)]);
-        }
+        delta_of(r, dv, u);
         float* o = out + t * out_stride;
         std::fill(o, o + dv, 0.0F);
         for (int64_t i = 0; i < dk; ++i) {
