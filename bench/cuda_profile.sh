@@ -82,7 +82,8 @@ timeline() {
             --vocab 248320
     fi
     local flags=(bench "$store" --backend cuda --prompt-tokens 512 --gen-tokens 64 --repeat 2 "$@")
-    "$bin/cherenkov" "${flags[@]}" 2>&1 | tail -3 | tee "$out/bench_${name}_untraced.txt"
+    "$bin/cherenkov" "${flags[@]}" >"$out/bench_${name}_untraced.txt" 2>&1
+    grep -E "^(model|prefill)" "$out/bench_${name}_untraced.txt" || true
     CUDA_INJECTION64_PATH="$root/.gpu/lib/libcuda_timeline.so" CK_TIMELINE_OUT="$out/$name.tsv" \
         "$bin/cherenkov" "${flags[@]}" >"$out/bench_${name}_traced.txt" 2>&1
     python3 "$root/bench/cuda_timeline.py" "$out/$name.tsv" --json "$out/$name.json" \
