@@ -14,6 +14,7 @@
 
 #include <cxxabi.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>

@@ -83,7 +83,7 @@ CHERENKOV_Q8_AVX2 inline void finish_tile(const Q8Call& call, int64_t row0, int6
 #pragma GCC unroll 16
         for (int r = 0; r < NW; ++r) bsum[t][r] = _mm_setzero_ps();
     }
-    if (call.bias_terms != nullptr) {
+    if (call.bias_terms != nullptr) {  // summed already (bias_terms below)
 #pragma GCC unroll 16
         for (int t = 0; t < NT; ++t) {
             const float* terms = call.bias_terms + (t0 + t - call.bias_t0) * call.bias_stride +
@@ -91,15 +91,18 @@ CHERENKOV_Q8_AVX2 inline void finish_tile(const Q8Call& call, int64_t row0, int6
 #pragma GCC unroll 16
             for (int r = 0; r < NW; ++r) bsum[t][r] = _mm_set_ss(terms[r]);
         }
-    }
-    for (int64_t group = 0; call.bias_terms == nullptr && group < n_groups; ++group) {
-        const float* xs = call.qsum + group;
+    } else {
+        for (int64_t group = 0; group < n_groups; ++group) {
+            const float* xs = call.qsum + group;
 #pragma GCC unroll 16
-        for (int r = 0; r < NW; ++r) {
-            const __m128 bias = _mm_set_ss(bf16_to_float(w.biases[(row0 + r) * n_groups + group]));
+            for (int r = 0; r < NW; ++r) {
+                const __m128 bias =
+                    _mm_set_ss(bf16_to_float(w.biases[(row0 + r) * n_groups + group]));
 #pragma GCC unroll 16
-            for (int t = 0; t < NT; ++t) {
-                bsum[t][r] = _mm_fmadd_ss(bias, _mm_load_ss(xs + (t0 + t) * n_groups), bsum[t][r]);
+                for (int t = 0; t < NT; ++t) {
+                    bsum[t][r] =
+                        _mm_fmadd_ss(bias, _mm_load_ss(xs + (t0 + t) * n_groups), bsum[t][r]);
+                }
             }
         }
     }

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <vector>
 
+#include "engine/cpu/matmul.h"
+
 namespace cherenkov::engine {
 namespace {
 
@@ -129,16 +131,15 @@ __attribute__((target("avx2"))) void delta_rule_avx2(const DeltaRuleInputs& in, 
     }
 }
 
-bool has_avx2() {
-    static const bool avx2 = __builtin_cpu_supports("avx2");
-    return avx2;
-}
-
 }  // namespace
 
 void delta_rule_tokens(const DeltaRuleInputs& in, float* state, float* out, int64_t out_stride,
                        float* const* snapshots) {
-    if (has_avx2()) return delta_rule_avx2(in, state, out, out_stride, snapshots);
+    // The matmuls' kernel family (engine/cpu/matmul.h): AVX2 or AVX-512 CPUs, unless the
+    // portable one was asked for.
+    if (active_kernel_path() != KernelPath::Portable) {
+        return delta_rule_avx2(in, state, out, out_stride, snapshots);
+    }
     delta_rule_sequential(in, state, out, out_stride, snapshots);
 }
 

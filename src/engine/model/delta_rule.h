@@ -30,7 +30,8 @@ void delta_rule_sequential(const DeltaRuleInputs& in, float* state, float* out, 
                            float* const* snapshots);
 
 // What the CPU layer runs: delta_rule_sequential's results bit for bit, eight value columns at a
-// time where the CPU has AVX2 (each element gets the same multiplies and adds in the same order;
+// time unless the matmuls' kernel family is the portable one (set_kernel_path in
+// engine/cpu/matmul.h; each element gets the same multiplies and adds in the same order;
 // the decay is applied to a state row as the row is first read instead of in a pass of its own).
 void delta_rule_tokens(const DeltaRuleInputs& in, float* state, float* out, int64_t out_stride,
                        float* const* snapshots);
