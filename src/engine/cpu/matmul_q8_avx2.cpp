@@ -37,23 +37,10 @@ CHERENKOV_AVX2 void q8_tile(const Q8Call& call, int64_t row0, int64_t t0) {
 
     __m256 acc[NT][NW];
     q8::clear(acc);
-    __m256 octet[NW];
-#pragma GCC unroll 16
-    for (int r = 0; r < NW; ++r) octet[r] = _mm256_setzero_ps();
+    alignas(32) float steps[NT][NW][8];  // the current octet's (store_steps, at group % 8 == 0)
     for (int64_t group = 0; group < n_groups; ++group) {
-        // The scales of eight groups are converted once per row; each group takes its lane.
         const int64_t lane = group % 8;
-        if (lane == 0) {
-#pragma GCC unroll 16
-            for (int r = 0; r < NW; ++r) {
-                octet[r] = q8::scales_of_octet(w.scales + (row0 + r) * n_groups + group,
-                                               std::min<int64_t>(8, n_groups - group));
-            }
-        }
-        const __m256i pick = _mm256_set1_epi32(static_cast<int>(lane));
-        __m256 scale[NW];
-#pragma GCC unroll 16
-        for (int r = 0; r < NW; ++r) scale[r] = _mm256_permutevar8x32_ps(octet[r], pick);
+        if (lane == 0) q8::store_steps<NT, NW>(w, row0, dx, group, steps);
         // 16-bit pair sums of the group, at most Blocks · 2 · 15 · 127. With one block they go
         // straight into the float lanes, which keeps the tile within the 16 ymm registers.
         __m256i pairs[NT][NW];
@@ -87,9 +74,8 @@ CHERENKOV_AVX2 void q8_tile(const Q8Call& call, int64_t row0, int64_t t0) {
                         pairs[t][r] = sums;
                         continue;
                     }
-                    const __m256 lanes = _mm256_cvtepi32_ps(_mm256_madd_epi16(sums, ones));
-                    const __m256 step = _mm256_mul_ps(scale[r], _mm256_broadcast_ss(dx[t] + group));
-                    acc[t][r] = _mm256_fmadd_ps(lanes, step, acc[t][r]);
+                    q8::fold(acc[t][r], _mm256_cvtepi32_ps(_mm256_madd_epi16(sums, ones)),
+                             steps[t][r][lane]);
                 }
             }
         }
@@ -174,7 +160,9 @@ CHERENKOV_AVX2 void quantize_q8_rows_avx2(const float* x, size_t x_stride, int64
 }
 
 void affine_q8_rows_avx2(const Q8Call& call, int64_t row_begin, int64_t row_end) {
-    q8::rows_of_any_group<Avx2Tile>(call, row_begin, row_end);
+    // 3 input × 2 weight rows: 6 accumulators, the unpacked codes and the activations fill the
+    // 16 ymm registers (4 × 2 spills and was slower).
+    q8::rows_of_any_group<Avx2Tile, 3, 2>(call, row_begin, row_end);
 }
 
 }  // namespace cherenkov::engine::matmul_detail

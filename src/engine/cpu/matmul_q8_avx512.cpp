@@ -25,12 +25,6 @@
 namespace cherenkov::engine::matmul_detail {
 namespace {
 
-// Up to eight floats (n of them; the rest zero).
-CHERENKOV_AVX512 inline __m256 floats_of_octet(const float* values, int64_t n) {
-    const auto mask = static_cast<__mmask8>((1U << n) - 1U);
-    return _mm256_maskz_loadu_ps(mask, values);
-}
-
 // The 16 int32 sums of 128 columns (two 64-column blocks) of one weight row against one input
 // row: lanes 0-7 the first block's eight lane sums, lanes 8-15 the second's.
 CHERENKOV_AVX512 inline __m512i block_pair_sums(__m512i low, __m512i high, __m512i even,
@@ -61,31 +55,8 @@ CHERENKOV_AVX512 inline __m256i high_half(__m512i v) {
     return _mm512_extracti64x4_epi64(v, 1);
 }
 
-// Loads step[t][r] for the octet of groups starting at `group` (a multiple of 8): lane j is
-// the scale of group + j times dx[t] of that group, the product the AVX2 kernel forms per group
-// (one float multiply either way, so the same value).
-template <int NT, int NW>
-CHERENKOV_AVX512 inline void load_steps(const AffineMatrix& w, int64_t row0,
-                                        const float* const (&dx)[NT], int64_t group,
-                                        __m256 (&step)[NT][NW]) {
-    const int64_t n_groups = w.groups_per_row();
-    const int64_t n = std::min<int64_t>(8, n_groups - group);
-    __m256 dx_octet[NT];
-#pragma GCC unroll 16
-    for (int t = 0; t < NT; ++t) dx_octet[t] = floats_of_octet(dx[t] + group, n);
-#pragma GCC unroll 16
-    for (int r = 0; r < NW; ++r) {
-        const __m256 scales = q8::scales_of_octet(w.scales + (row0 + r) * n_groups + group, n);
-#pragma GCC unroll 16
-        for (int t = 0; t < NT; ++t) step[t][r] = _mm256_mul_ps(scales, dx_octet[t]);
-    }
-}
-
-// Folds one group's eight exact lane sums into the float lanes: acc += float(sums) · step of
-// the group (its lane of the octet).
-CHERENKOV_AVX512 inline void fold(__m256& acc, __m256 step, __m256i sums, int64_t group) {
-    const __m256i pick = _mm256_set1_epi32(static_cast<int>(group % 8));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_permutevar8x32_ps(step, pick), acc);
+CHERENKOV_AVX512 inline __m256 high_floats(__m512 v) {
+    return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
 }
 
 // y for input rows t0 .. t0+NT-1 and weight rows row0 .. row0+NW-1; Blocks = group_size / 64.
@@ -104,14 +75,14 @@ CHERENKOV_AVX512 void q8_tile(const Q8Call& call, int64_t row0, int64_t t0) {
 
     __m256 acc[NT][NW];
     q8::clear(acc);
-    __m256 step[NT][NW];  // the current octet's steps (load_steps, at every group % 8 == 0)
-    q8::clear(step);
+    alignas(32) float steps[NT][NW][8];  // the current octet's (store_steps, at group % 8 == 0)
     int64_t block = 0;
     for (; block + 2 <= n_blocks; block += 2) {
         const size_t column = static_cast<size_t>(block * 64);
         // Groups start on even blocks (Blocks is 1 or 2), so the octet's first group is first.
         const int64_t group = block / Blocks;
-        if (group % 8 == 0) load_steps<NT, NW>(w, row0, dx, group, step);
+        const int64_t lane = group % 8;
+        if (lane == 0) q8::store_steps<NT, NW>(w, row0, dx, group, steps);
         __m512i low[NW];
         __m512i high[NW];
 #pragma GCC unroll 16
@@ -132,13 +103,14 @@ CHERENKOV_AVX512 void q8_tile(const Q8Call& call, int64_t row0, int64_t t0) {
                 const __m512i sums = block_pair_sums(low[r], high[r], even, odd);
                 if constexpr (Blocks == 2) {
                     // One group of 128 columns: its lane sums are both blocks' together.
-                    fold(acc[t][r], step[t][r], _mm256_add_epi32(low_half(sums), high_half(sums)),
-                         group);
+                    const __m256i group_sums = _mm256_add_epi32(low_half(sums), high_half(sums));
+                    q8::fold(acc[t][r], _mm256_cvtepi32_ps(group_sums), steps[t][r][lane]);
                 } else {
-                    // Two groups of 64 columns, in order. The pair starts on an even group,
-                    // so both lie in one octet of steps.
-                    fold(acc[t][r], step[t][r], low_half(sums), group);
-                    fold(acc[t][r], step[t][r], high_half(sums), group + 1);
+                    // Two groups of 64 columns, in order, converted together. The pair starts
+                    // on an even group, so both lie in one octet of steps.
+                    const __m512 floats = _mm512_cvtepi32_ps(sums);
+                    q8::fold(acc[t][r], _mm512_castps512_ps256(floats), steps[t][r][lane]);
+                    q8::fold(acc[t][r], high_floats(floats), steps[t][r][lane + 1]);
                 }
             }
         }
@@ -147,7 +119,8 @@ CHERENKOV_AVX512 void q8_tile(const Q8Call& call, int64_t row0, int64_t t0) {
         // A last lone block of 64 columns (group size 64, an odd number of groups).
         const size_t column = static_cast<size_t>(block * 64);
         const int64_t group = block;
-        if (group % 8 == 0) load_steps<NT, NW>(w, row0, dx, group, step);
+        const int64_t lane = group % 8;
+        if (lane == 0) q8::store_steps<NT, NW>(w, row0, dx, group, steps);
         const __m256i low_nibbles256 = _mm256_set1_epi8(15);
 #pragma GCC unroll 16
         for (int r = 0; r < NW; ++r) {
@@ -161,7 +134,8 @@ CHERENKOV_AVX512 void q8_tile(const Q8Call& call, int64_t row0, int64_t t0) {
                     _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[t] + column));
                 const __m256i odd =
                     _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[t] + column + 32));
-                fold(acc[t][r], step[t][r], block_sums(low, high, even, odd), group);
+                q8::fold(acc[t][r], _mm256_cvtepi32_ps(block_sums(low, high, even, odd)),
+                         steps[t][r][lane]);
             }
         }
     }
@@ -178,7 +152,9 @@ struct Avx512Tile {
 }  // namespace
 
 void affine_q8_rows_avx512(const Q8Call& call, int64_t row_begin, int64_t row_end) {
-    q8::rows_of_any_group<Avx512Tile>(call, row_begin, row_end);
+    // 4 input × 4 weight rows: 16 accumulators, 8 unpacked code vectors and the activations fit
+    // the 32 registers; measured against 3 × 2, 4 × 2, 6 × 2 and 4 × 3 (docs/engine.md).
+    q8::rows_of_any_group<Avx512Tile, 4, 4>(call, row_begin, row_end);
 }
 
 }  // namespace cherenkov::engine::matmul_detail

@@ -38,6 +38,44 @@ CHERENKOV_Q8_AVX2 inline __m256 scales_of_octet(const uint16_t* scales, int64_t 
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
 }
 
+// Up to eight floats (n of them; the rest zero).
+CHERENKOV_Q8_AVX2 inline __m256 floats_of_octet(const float* values, int64_t n) {
+    if (n == 8) return _mm256_loadu_ps(values);
+    alignas(32) float padded[8] = {};
+    std::memcpy(padded, values, static_cast<size_t>(n) * sizeof(float));
+    return _mm256_load_ps(padded);
+}
+
+// Writes steps[t][r][j] for the octet of groups starting at `group` (a multiple of 8): the scale
+// of group + j of weight row row0 + r times dx[t] of that group, one float multiply, so every
+// family folds with the same value. Why memory and not registers: each group's fold then reads
+// its step as a broadcast load, which the load ports serve, where picking the lane out of a
+// register is a shuffle on a port the integer work already crowds; and the registers hold a
+// larger tile instead.
+template <int NT, int NW>
+CHERENKOV_Q8_AVX2 inline void store_steps(const AffineMatrix& w, int64_t row0,
+                                          const float* const (&dx)[NT], int64_t group,
+                                          float (&steps)[NT][NW][8]) {
+    const int64_t n_groups = w.groups_per_row();
+    const int64_t n = std::min<int64_t>(8, n_groups - group);
+    __m256 dx_octet[NT];
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; ++t) dx_octet[t] = floats_of_octet(dx[t] + group, n);
+#pragma GCC unroll 16
+    for (int r = 0; r < NW; ++r) {
+        const __m256 scales = scales_of_octet(w.scales + (row0 + r) * n_groups + group, n);
+#pragma GCC unroll 16
+        for (int t = 0; t < NT; ++t)
+            _mm256_store_ps(steps[t][r], _mm256_mul_ps(scales, dx_octet[t]));
+    }
+}
+
+// Folds one group's eight exact lane sums, already floats, into the float lanes:
+// acc += sums · step.
+CHERENKOV_Q8_AVX2 inline void fold(__m256& acc, __m256 sums, float step) {
+    acc = _mm256_fmadd_ps(sums, _mm256_set1_ps(step), acc);
+}
+
 // A tile's rows: the codes of weight rows row0 .. row0+NW-1, and the int8 activations and their
 // steps of input rows t0 .. t0+NT-1.
 template <int NT, int NW>
@@ -165,19 +203,36 @@ CHERENKOV_Q8_AVX2 inline void bias_terms(const Q8Call& call, int64_t row_begin, 
     }
 }
 
-// Weight rows row0 .. row0+NW-1 against input rows [t_begin, t_end), three at a time.
-template <template <int, int, int> class Tile, int NW, int Blocks>
+// Tile<N, NW, Blocks> over input rows [t, t + n) for the last n < NT rows of a block.
+template <template <int, int, int> class Tile, int NW, int Blocks, int N>
+void last_input_rows(const Q8Call& call, int64_t row0, int64_t t, int64_t n) {
+    if constexpr (N > 0) {
+        if (n == N) return Tile<N, NW, Blocks>::run(call, row0, t);
+        last_input_rows<Tile, NW, Blocks, N - 1>(call, row0, t, n);
+    }
+}
+
+// Weight rows row0 .. row0+NW-1 against input rows [t_begin, t_end), NT at a time.
+template <template <int, int, int> class Tile, int NT, int NW, int Blocks>
 void input_rows(const Q8Call& call, int64_t row0, int64_t t_begin, int64_t t_end) {
     int64_t t = t_begin;
-    for (; t + 3 <= t_end; t += 3) Tile<3, NW, Blocks>::run(call, row0, t);
-    if (t_end - t == 2) Tile<2, NW, Blocks>::run(call, row0, t);
-    if (t_end - t == 1) Tile<1, NW, Blocks>::run(call, row0, t);
+    for (; t + NT <= t_end; t += NT) Tile<NT, NW, Blocks>::run(call, row0, t);
+    last_input_rows<Tile, NW, Blocks, NT - 1>(call, row0, t, t_end - t);
+}
+
+// The last n < NW weight rows of a range, from row0, against input rows [t_begin, t_end).
+template <template <int, int, int> class Tile, int NT, int NW, int Blocks>
+void last_weight_rows(const Q8Call& call, int64_t row0, int64_t n, int64_t t_begin, int64_t t_end) {
+    if constexpr (NW > 0) {
+        if (n == NW) return input_rows<Tile, NT, NW, Blocks>(call, row0, t_begin, t_end);
+        last_weight_rows<Tile, NT, NW - 1, Blocks>(call, row0, n, t_begin, t_end);
+    }
 }
 
 // Rows [row_begin, row_end). One input row (decode): four weight rows share each load of its
-// activations. More: pairs of weight rows (in L1) pass over a block of input rows (in L2), three
-// input rows sharing each unpacked weight group.
-template <template <int, int, int> class Tile, int Blocks>
+// activations. More: NW weight rows (in L1) pass over a block of input rows (in L2), NT input
+// rows sharing each unpacked weight group (the family's register tile).
+template <template <int, int, int> class Tile, int NT, int NW, int Blocks>
 void rows(const Q8Call& call, int64_t row_begin, int64_t row_end) {
     if (call.n_rows == 1) {
         int64_t row = row_begin;
@@ -196,16 +251,17 @@ void rows(const Q8Call& call, int64_t row_begin, int64_t row_end) {
         with_terms.bias_terms = terms.data();
         with_terms.bias_t0 = b0;
         int64_t row = row_begin;
-        for (; row + 2 <= row_end; row += 2) input_rows<Tile, 2, Blocks>(with_terms, row, b0, b1);
-        if (row < row_end) input_rows<Tile, 1, Blocks>(with_terms, row, b0, b1);
+        for (; row + NW <= row_end; row += NW)
+            input_rows<Tile, NT, NW, Blocks>(with_terms, row, b0, b1);
+        last_weight_rows<Tile, NT, NW - 1, Blocks>(with_terms, row, row_end - row, b0, b1);
     }
 }
 
-// A family's entry point: the tiles over [row_begin, row_end) for group size 64 or 128.
-template <template <int, int, int> class Tile>
+// A family's entry point: its NT × NW tiles over [row_begin, row_end) for group size 64 or 128.
+template <template <int, int, int> class Tile, int NT, int NW>
 void rows_of_any_group(const Q8Call& call, int64_t row_begin, int64_t row_end) {
-    if (call.w->group_size == 128) return rows<Tile, 2>(call, row_begin, row_end);
-    rows<Tile, 1>(call, row_begin, row_end);
+    if (call.w->group_size == 128) return rows<Tile, NT, NW, 2>(call, row_begin, row_end);
+    rows<Tile, NT, NW, 1>(call, row_begin, row_end);
 }
 
 }  // namespace cherenkov::engine::matmul_detail::q8

@@ -495,7 +495,7 @@ void expect_q8_families_agree(KernelPath vector_path) {
             const int64_t rows = 11;
             const int64_t cols = n_groups * group_size;
             const QuantizedMatrix m = make_matrix(rows, cols, 4, group_size, 61);
-            for (const int64_t n_rows : {1, 2, 4, 5, 50}) {
+            for (const int64_t n_rows : {1, 2, 3, 4, 5, 7, 50}) {
                 const size_t x_stride = static_cast<size_t>(cols) + 3;
                 const auto x = random_vector(x_stride * static_cast<size_t>(n_rows), 67);
                 std::vector<float> portable(static_cast<size_t>(rows * n_rows));
