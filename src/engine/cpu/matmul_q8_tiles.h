@@ -1,9 +1,10 @@
 // Internal to the int8-activation kernels (matmul_q8_avx2.cpp, matmul_q8_avx512.cpp): what both
 // families share around their inner loops, so they tile the work and finish each output the same
-// way (matmul_kernels.h's order): the BF16 scales of an octet of groups, the bias term and the
-// final sum of a tile, and the split of a row range into tiles. Each family supplies its tile as
-// Tile<NT, NW, Blocks>::run(call, row0, t0): y for input rows t0 .. t0+NT-1 and weight rows
-// row0 .. row0+NW-1, Blocks = group_size / 64.
+// way (matmul_kernels.h's order): the BF16 scales and the steps of an octet of groups, the fold,
+// the bias term and the final sum of a tile, and the split of a row range into tiles. Each family
+// supplies its tile as Tile<NT, NW, Blocks>::run(call, row0, t0): y for input rows t0 .. t0+NT-1
+// and weight rows row0 .. row0+NW-1, Blocks = group_size / 64, and picks the NT × NW its
+// registers hold (rows_of_any_group).
 #pragma once
 
 #include <immintrin.h>
