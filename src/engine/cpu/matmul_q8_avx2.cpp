@@ -8,10 +8,6 @@
 // closer to memory speed and prefill does more multiply-adds a cycle.
 #include <immintrin.h>
 
-#include <algorithm>
-#include <cstring>
-
-#include "base/half.h"
 #include "engine/cpu/matmul_kernels.h"
 #include "engine/cpu/matmul_q8_tiles.h"
 #include "engine/cpu/prefetch.h"

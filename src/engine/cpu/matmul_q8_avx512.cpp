@@ -12,10 +12,6 @@
 #endif
 #include <immintrin.h>
 
-#include <algorithm>
-#include <cstring>
-
-#include "base/half.h"
 #include "engine/cpu/matmul_kernels.h"
 #include "engine/cpu/matmul_q8_tiles.h"
 #include "engine/cpu/prefetch.h"

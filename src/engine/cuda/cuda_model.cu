@@ -626,7 +626,7 @@ private:
     // GPU stage coverage of decode and MTP calls; mutable: reading it folds in finished windows.
     mutable std::unique_ptr<GpuStageTimer> stage_timer_;          // made once stream_ exists
     mutable std::unique_ptr<GpuStageTimer> prefill_stage_timer_;  // prefill calls' windows
-    HostStaging ple_staging_;           // a call's n-gram rows on their way to the device
+    HostStaging ple_staging_;  // a call's n-gram rows on their way to the device
     // Page-locked room for the selected tokens' read-back (only take() is used): a copy to
     // pageable memory waits for the stream inside the driver and returns ~13 µs after the copy
     // (CUPTI trace of a decode step), where this one is queued and the stream sync returns at once.

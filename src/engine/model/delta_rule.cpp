@@ -98,8 +98,8 @@ __attribute__((target("avx2"))) void delta_rule_avx2(const DeltaRuleInputs& in, 
             for (; col < vector_cols; col += 8) {
                 const __m256 x = _mm256_mul_ps(_mm256_loadu_ps(si + col), gv);
                 _mm256_storeu_ps(si + col, x);
-                _mm256_storeu_ps(u.data() + col,
-                                 _mm256_add_ps(_mm256_loadu_ps(u.data() + col), _mm256_mul_ps(x, kv)));
+                _mm256_storeu_ps(u.data() + col, _mm256_add_ps(_mm256_loadu_ps(u.data() + col),
+                                                               _mm256_mul_ps(x, kv)));
             }
             for (; col < dv; ++col) {
                 si[col] *= g;
@@ -120,7 +120,8 @@ __attribute__((target("avx2"))) void delta_rule_avx2(const DeltaRuleInputs& in, 
                 const __m256 x = _mm256_add_ps(_mm256_loadu_ps(si + col),
                                                _mm256_mul_ps(kv, _mm256_loadu_ps(u.data() + col)));
                 _mm256_storeu_ps(si + col, x);
-                _mm256_storeu_ps(o + col, _mm256_add_ps(_mm256_loadu_ps(o + col), _mm256_mul_ps(x, qv)));
+                _mm256_storeu_ps(o + col,
+                                 _mm256_add_ps(_mm256_loadu_ps(o + col), _mm256_mul_ps(x, qv)));
             }
             for (; col < dv; ++col) {
                 si[col] += ki * u[static_cast<size_t>(col)];

@@ -1,14 +1,14 @@
 // delta_rule_tokens (what the CPU layer runs) against the plain-loop oracle delta_rule_sequential:
 // the same bits for outputs, the final state and every snapshot, with value widths that are and
 // are not multiples of the vector width, strided rows and gates, and decays from none to strong.
+#include "engine/model/delta_rule.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
-
-#include "engine/model/delta_rule.h"
 
 namespace cherenkov::engine {
 namespace {
