@@ -57,6 +57,8 @@ ForwardResult ComposedModel::forward(SequenceState& state, std::span<const int32
     // N-gram ids of every PLE layer, all from the context before this call.
     std::vector<std::vector<int64_t>> ngram_ids;
     const std::vector<int64_t> next_context = layer_ngram_ids(weights_, state, tokens, ngram_ids);
+    // The rows are needed once the layers before the PLE layer ran: start their page reads now.
+    ple_read_ahead_.request(weights_, ngram_ids);
 
     PassSpec spec;
     spec.tokens = tokens;

@@ -14,6 +14,7 @@
 #include "engine/model/backend_ops.h"
 #include "engine/model/model_backend.h"
 #include "engine/model/model_weights.h"
+#include "engine/model/ple_read_ahead.h"
 
 namespace cherenkov::engine {
 
@@ -64,6 +65,7 @@ private:
     std::unique_ptr<BackendOps> ops_;
     std::ostream* routing_trace_ = nullptr;
     int64_t trace_step_ = 0;
+    PleReadAhead ple_read_ahead_;
 };
 
 // One decoder layer (docs/qwen4_exp.md §3.2) on the residual x [T, C·H] (decoder_layer.cpp).

@@ -1,8 +1,5 @@
 #include "engine/model/model_weights.h"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstring>
 
@@ -305,16 +302,6 @@ void PleWeights::gather_row(int64_t row, float* out) const {
     m.scales = reinterpret_cast<const uint16_t*>(base + code_bytes);
     m.biases = reinterpret_cast<const uint16_t*>(base + code_bytes + 2 * n_groups);
     dequantize_row(m, 0, out);
-}
-
-void PleWeights::prefetch_row(int64_t row) const {
-    if (row < 0 || static_cast<uint64_t>(row) >= table_rows) return;
-    const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-    const uint8_t* row_start = table + static_cast<uint64_t>(row) * row_bytes;
-    const uintptr_t offset_in_page = reinterpret_cast<uintptr_t>(row_start) % page;
-    // The page-aligned start, derived from the row pointer itself (no integer-to-pointer cast).
-    auto* first = const_cast<uint8_t*>(row_start - offset_in_page);
-    ::posix_madvise(first, offset_in_page + row_bytes, POSIX_MADV_WILLNEED);
 }
 
 uint64_t ModelWeights::resident_bytes() const {

@@ -91,9 +91,6 @@ struct PleWeights {
 
     // Dequantizes table row `row` into out[0, width).
     void gather_row(int64_t row, float* out) const;
-    // Asks the kernel to start reading the row's page (the table is far larger than memory on
-    // real models, so rows are faulted in on demand; this overlaps the fault with compute).
-    void prefetch_row(int64_t row) const;
 };
 
 struct LayerWeights {

@@ -24,8 +24,6 @@ std::vector<int64_t> layer_ngram_ids(const ModelWeights& weights, const Sequence
         ids[l].resize(static_cast<size_t>(n_rows * hash.n_heads()));
         q4::ngram_ids_into(hash, context, token_ids, ids[l]);
         next_context = context;
-        // Start the page reads now; the rows are needed once the layers before this one ran.
-        for (int64_t id : ids[l]) weights.layers[l].ple->prefetch_row(id);
     }
     return next_context;
 }

@@ -13,7 +13,7 @@
 namespace cherenkov::engine {
 
 // ids[l] = [T, NH] global table rows of PLE layer l (empty for other layers), all from the
-// context before this call; returns the context after it. Starts the rows' page reads.
+// context before this call; returns the context after it.
 std::vector<int64_t> layer_ngram_ids(const ModelWeights& weights, const SequenceState& state,
                                      std::span<const int32_t> tokens,
                                      std::vector<std::vector<int64_t>>& ids);
