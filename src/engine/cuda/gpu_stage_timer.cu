@@ -63,7 +63,6 @@ void GpuStageTimer::mark(StageMark kind) {
 
 void GpuStageTimer::begin_window() {
     if (!totals_.available) return;
-    harvest();
     if (in_window_) recycle(open_);  // never ended (an exception in between): dropped
     in_window_ = false;
     if (pending_.size() >= kMaxPending) return;
@@ -80,6 +79,10 @@ void GpuStageTimer::end_window() {
     if (!totals_.available) return;
     pending_.push_back(std::move(open_));
     open_ = Window{};
+    // Read the earlier windows now, while the device still runs this call's tail: at the next
+    // call's start the device would wait for it (a prefill window's 600 elapsed-time reads took
+    // 1.2 ms of a 25 ms call there, CUPTI trace).
+    harvest();
 }
 
 void GpuStageTimer::harvest() {

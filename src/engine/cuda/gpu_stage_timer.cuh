@@ -24,10 +24,11 @@ public:
     GpuStageTimer(const GpuStageTimer&) = delete;
     GpuStageTimer& operator=(const GpuStageTimer&) = delete;
 
-    // Opens a window (after folding in the finished earlier ones); a window still open is dropped.
+    // Opens a window; a window still open is dropped.
     void begin_window();
     void pause() { mark(StageMark::Pause); }
     void resume() { mark(StageMark::Resume); }
+    // Closes the window, then folds in the earlier windows whose events have completed.
     void end_window();
 
     // The totals of the windows whose events have completed; reads them without waiting.
