@@ -27,7 +27,9 @@ struct DeviceExpertPool::Impl {
     cudaStream_t copy = nullptr;
     cudaEvent_t copy_done = nullptr;
     std::array<cudaEvent_t, kReleaseRing> release{};
-    int next_release = 0;
+    // The generation each ring entry was last recorded for, and the next generation's number.
+    std::array<int64_t, kReleaseRing> recorded{};
+    int64_t next_generation = 0;
     std::byte* memory = nullptr;  // [n_slots, slot_bytes]
     void* staging = nullptr;      // pinned host
     size_t staging_bytes = 0;
@@ -141,22 +143,14 @@ void DeviceExpertPool::note_pinned(uint32_t slot) {
 void DeviceExpertPool::fence_eviction(const SlotKey& evicted) {
     // Kernels of a layer routed on the device may read any of its slots: the copy into this one
     // (queued next on the copy stream) waits for the layer's last release too.
-    const int32_t layer_release = layer_release_[layer_of(evicted)];
-    if (layer_release >= 0) {
-        CHERENKOV_CUDA_CHECK(cudaStreamWaitEvent(
-            impl_->copy, impl_->release[static_cast<size_t>(layer_release)], 0));
-    }
+    copy_waits_for(layer_release_[layer_of(evicted)]);
     count_resident(evicted, -1);
 }
 
 void DeviceExpertPool::upload(int32_t slot, const ExpertWeights& weights, bool compute_waits) {
     const store::ExpertLayout& l = layout_for(weights.bits);
     // The copy waits for the kernels that last read this slot.
-    const int32_t release = slot_release_[static_cast<size_t>(slot)];
-    if (release >= 0) {
-        CHERENKOV_CUDA_CHECK(
-            cudaStreamWaitEvent(impl_->copy, impl_->release[static_cast<size_t>(release)], 0));
-    }
+    copy_waits_for(slot_release_[static_cast<size_t>(slot)]);
     std::byte* base = impl_->memory + static_cast<uint64_t>(slot) * slot_bytes_;
     const uint64_t used = l.down.biases.end();
     const auto* host = reinterpret_cast<const std::byte*>(weights.gate.codes) - l.gate.codes.offset;
@@ -277,9 +271,31 @@ std::optional<DeviceExpert> DeviceExpertPool::acquire_resident(int64_t layer, in
     return view_of(static_cast<int32_t>(*slot), bits);
 }
 
-void DeviceExpertPool::release_pins(int release_index) {
+int64_t DeviceExpertPool::record_release() {
+    const int64_t generation = impl_->next_generation;
+    const auto index = static_cast<size_t>(generation % kReleaseRing);
+    CHERENKOV_CUDA_CHECK(cudaEventRecord(impl_->release[index], impl_->compute));
+    impl_->recorded[index] = generation;
+    ++impl_->next_generation;
+    return generation;
+}
+
+void DeviceExpertPool::copy_waits_for(int64_t generation) {
+    if (generation < 0) return;
+    auto index = static_cast<size_t>(generation % kReleaseRing);
+    if (impl_->recorded[index] != generation) {
+        // The entry was recorded again since, at a later point of the compute stream: waiting
+        // on it would hold the copy behind kernels queued just now (the layer in flight). The
+        // ring's oldest entry is the earliest point still held, and it comes after `generation`
+        // in stream order.
+        index = static_cast<size_t>((impl_->next_generation - kReleaseRing) % kReleaseRing);
+    }
+    CHERENKOV_CUDA_CHECK(cudaStreamWaitEvent(impl_->copy, impl_->release[index], 0));
+}
+
+void DeviceExpertPool::release_pins(int64_t release) {
     for (const uint32_t slot : pinned_) {
-        slot_release_[slot] = release_index;
+        slot_release_[slot] = release;
         slots_->clear_pins(slot);
     }
     pinned_.clear();
@@ -287,11 +303,7 @@ void DeviceExpertPool::release_pins(int release_index) {
 
 void DeviceExpertPool::release_pinned() {
     if (pinned_.empty()) return;
-    const int index = impl_->next_release;
-    impl_->next_release = (index + 1) % kReleaseRing;
-    CHERENKOV_CUDA_CHECK(
-        cudaEventRecord(impl_->release[static_cast<size_t>(index)], impl_->compute));
-    release_pins(index);
+    release_pins(record_release());
 }
 
 size_t DeviceExpertPool::layer_of(const SlotKey& key) const {
@@ -341,11 +353,7 @@ const ExpertAddress* DeviceExpertPool::layer_addresses(int64_t layer) {
 }
 
 void DeviceExpertPool::release_layer(int64_t layer) {
-    const int index = impl_->next_release;
-    impl_->next_release = (index + 1) % kReleaseRing;
-    CHERENKOV_CUDA_CHECK(
-        cudaEventRecord(impl_->release[static_cast<size_t>(index)], impl_->compute));
-    layer_release_[static_cast<size_t>(layer)] = index;
+    layer_release_[static_cast<size_t>(layer)] = record_release();
 }
 
 unsigned long long* DeviceExpertPool::device_hits() const {
@@ -398,13 +406,13 @@ void DeviceExpertPool::finish_batch(bool wait_copies) noexcept {
     if (pinned_.empty()) return;
     // Record the release event as release_pinned() does; on failure fall back to waiting for
     // the compute stream so that no later copy can overtake a reader.
-    const int index = impl_->next_release;
-    impl_->next_release = (index + 1) % kReleaseRing;
-    if (cudaEventRecord(impl_->release[static_cast<size_t>(index)], impl_->compute) !=
-        cudaSuccess) {
+    int64_t release = -1;
+    try {
+        release = record_release();
+    } catch (...) {
         cudaStreamSynchronize(impl_->compute);
     }
-    release_pins(index);
+    release_pins(release);
 }
 
 void* DeviceExpertPool::host_staging(size_t bytes) {

@@ -183,7 +183,12 @@ private:
     // A hit on `slot`: counts it used ahead if copy_ahead filled it and nothing read it since.
     void note_hit(uint32_t slot);
     void count_resident(const SlotKey& key, int delta);
-    void release_pins(int release_index);
+    // Records the next release event on the compute stream and returns its generation.
+    int64_t record_release();
+    // The copy stream waits for release `generation` (none below 0). A generation whose ring
+    // entry was recorded again waits for the oldest entry instead, never a newer one.
+    void copy_waits_for(int64_t generation);
+    void release_pins(int64_t release);  // the pinned slots' last readers end at `release`
 
     store::ExpertLayout layout_;
     int64_t n_slots_ = 0;
@@ -191,8 +196,9 @@ private:
     int max_bits_ = 0;
     std::unique_ptr<Impl> impl_;
     std::unique_ptr<SlotTable> slots_;  // what each slot holds, pins, replacement, counters
-    // Per slot: the release event (Impl's ring) after the last kernels reading it, or -1.
-    std::vector<int32_t> slot_release_;
+    // Per slot: the generation of the release event (Impl's ring) after the last kernels
+    // reading it, or -1.
+    std::vector<int64_t> slot_release_;
     std::vector<uint32_t> pinned_;                     // slots pinned since the last release
     std::vector<store::ExpertLayout> layout_by_bits_;  // [9], computed on first use
     std::vector<bool> has_layout_;                     // [9]
@@ -201,7 +207,7 @@ private:
     std::vector<int32_t> resident_in_layer_;
     std::vector<bool> on_device_;
     std::vector<bool> left_incomplete_;
-    std::vector<int32_t> layer_release_;  // per table layer: release_layer()'s ring entry, or -1
+    std::vector<int64_t> layer_release_;  // per table layer: release_layer()'s generation, or -1
     bool ahead_pending_ = false;          // copy_ahead copies the compute stream has not joined
     std::vector<bool> filled_ahead_;      // per slot: filled by copy_ahead and not hit since
     uint64_t copied_ahead_ = 0;
