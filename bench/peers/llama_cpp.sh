@@ -107,6 +107,11 @@ for layers in $layers_list; do
         "$bench" -m "$dir/q4_0.gguf" -m "$dir/q4_k_m.gguf" -ngl 99 -fa 0,1 "${common[@]}" \
             >"$res/llama_resident.json" 2>"$res/llama_resident.log"
     fi
+    # A long prompt's prefill, resident (the second prefill length): prompt only.
+    if [[ ! -s "$res/llama_resident_long.json" ]]; then
+        "$bench" -m "$dir/q4_0.gguf" -m "$dir/q4_k_m.gguf" -ngl 99 -fa 1 -p 4096 -n 0 -r 3 -o json \
+            >"$res/llama_resident_long.json" 2>"$res/llama_resident_long.log"
+    fi
     # Experts in host RAM at equal GPU memory: --n-cpu-moe keeps the experts of the first N
     # layers on the CPU (N = 3/4 and 1/2 of the layers), -ot exps=CPU all of them.
     quarter=$((layers * 3 / 4)); half=$((layers / 2))
@@ -133,6 +138,11 @@ for layers in $layers_list; do
     }
     cbench resident --pool-gb max
     cbench resident_q512 --pool-gb max --prefill-quantum 512
+    if [[ ! -s "$res/cherenkov_resident_long.json" ]]; then
+        "$binary" bench "$dir/store" --backend cuda --prompt-tokens 4096 --gen-tokens 8 \
+            --repeat 3 --json --pool-gb max >"$res/cherenkov_resident_long.json" \
+            2>"$res/cherenkov_resident_long.log" || rm -f "$res/cherenkov_resident_long.json"
+    fi
     # The default computes some decode misses on the CPU (--cpu-experts auto) with int8
     # activations (--cpu-activations auto; llama.cpp's CPU experts take them too); _f32 in float
     # there; _copy copies every miss.

@@ -240,6 +240,13 @@ def main():
         ours = cherenkov(res, "resident", key) + cherenkov(res, "resident_q512", key)
         q40, q4k = r.get(("Q4_0", kind), []), r.get(("Q4_K_M", kind), [])
         rows.append((label, span(ours), f"{span(q40)} (Q4_0), {span(q4k)} (Q4_K_M)", ratio(ours, q40 + q4k)))
+        if kind == "pp":
+            long = llama_rates(load(os.path.join(res, "llama_resident_long.json")))
+            ours = cherenkov(res, "resident_long", key)
+            q40, q4k = long.get(("Q4_0", kind), []), long.get(("Q4_K_M", kind), [])
+            if ours or q40 or q4k:
+                rows.append(("resident prefill, 4,096", span(ours),
+                             f"{span(q40)} (Q4_0), {span(q4k)} (Q4_K_M)", ratio(ours, q40 + q4k)))
     for share, ncmoe, name in ((25, quarter, "host25"), (50, half, "host50")):
         h = llama_rates(host, n_cpu_moe=ncmoe)
         for kind, key, label in (("pp", "best_prefill_tokens_per_second", "prefill"),

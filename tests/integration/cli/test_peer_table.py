@@ -71,6 +71,19 @@ def test_gpu_table_gives_each_regime_best_against_best(tmp_path):
     table = rows(run_table(out, 4, tmp_path / "no-store"))
     assert table["resident prefill"][2] == f"{22000 / 20000:.2f}x"  # our best over theirs
     assert table["resident decode"][2] == f"{1550 / 700:.2f}x"
+    assert "resident prefill, 4,096" not in table  # not run: no row
+
+
+def test_gpu_table_has_the_long_resident_prefill_when_run(tmp_path):
+    out, res = gpu_results(tmp_path)
+    write(res, "llama_resident_long.json", [llama("q4_0", 4096, 0, 15000.0),
+                                            llama("q4_k_m", 4096, 0, 14000.0)])
+    write(res, "cherenkov_resident_long.json", ours(21000.0, 1400.0))
+    table = rows(run_table(out, 4, tmp_path / "no-store"))
+    long = table["resident prefill, 4,096"]
+    assert long[0] == "21,000"
+    assert "15,000 (Q4_0), 14,000 (Q4_K_M)" == long[1]
+    assert long[2] == f"{21000 / 15000:.2f}x"
     assert "(--n-cpu-moe 3)" in table["experts in host RAM, 25% on GPU, decode"][1]
     assert table["experts in host RAM, 25% on GPU, decode"][2] == f"{420 / 300:.2f}x"
     assert table["experts in host RAM, 50% on GPU, prefill"][2] == f"{2300 / 1400:.2f}x"
