@@ -20,6 +20,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "engine/cpu/thread_pool.h"
 #include "engine/cuda/cuda_model.h"
 #include "engine/cuda/dependent_launch.cuh"
 #include "engine/cuda/device_expert_pool.h"
@@ -28,7 +29,6 @@
 #include "engine/cuda/device_weights.h"
 #include "engine/cuda/host_staging.cuh"
 #include "engine/cuda/kernel_policy.h"
-#include "engine/cpu/thread_pool.h"
 #include "engine/cuda/token_select.h"
 #include "engine/experts/expert_source.h"
 #include "engine/experts/pool_budget.h"
