@@ -39,9 +39,10 @@ void advise_rows(const PleWeights& table, std::vector<int64_t> rows) {
     }
 }
 
-PleReadAhead::PleReadAhead() : worker_([this] { run(); }) {}
+PleReadAhead::PleReadAhead() = default;
 
 PleReadAhead::~PleReadAhead() {
+    if (!worker_.joinable()) return;
     {
         const std::lock_guard lock(mutex_);
         stopping_ = true;
@@ -64,6 +65,8 @@ void PleReadAhead::request(const ModelWeights& weights,
         pending_ = std::move(jobs);
         has_pending_ = true;
     }
+    // Started by the first call with rows, so a model without PLE layers has no helper.
+    if (!worker_.joinable()) worker_ = std::thread([this] { run(); });
     wake_.notify_one();
 }
 

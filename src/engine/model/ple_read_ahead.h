@@ -27,7 +27,7 @@ public:
     PleReadAhead& operator=(const PleReadAhead&) = delete;
 
     // ids[l]: the rows of layer l's table the call will gather (empty for layers without PLE).
-    // `weights` must outlive this object.
+    // `weights` must outlive this object. From one thread at a time (the model's caller).
     void request(const ModelWeights& weights, const std::vector<std::vector<int64_t>>& ids);
 
     // Blocks until every request so far has been handed to the kernel (for tests).
@@ -52,7 +52,7 @@ private:
     bool busy_ = false;
     bool stopping_ = false;
     uint64_t n_completed_ = 0;
-    std::thread worker_;  // last: starts after the members it reads
+    std::thread worker_;  // started by the first request with rows
 };
 
 // The pages under `rows` of `table` as byte ranges from the table's page-aligned start, sorted,
