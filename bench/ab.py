@@ -8,7 +8,7 @@ variants' warm runs from the same rounds.
                 [--rounds 2] [--json OUT]
 
 A variant is a `cherenkov` binary and flags of its own (`after=.gpu/bin/cherenkov` or
-`unfused=.gpu/bin/cherenkov,--tuning,hc_fusion=off`); the first is the baseline. A regime is the
+`bulk=.gpu/bin/cherenkov,--tuning,expert_layer=off`); the first is the baseline. A regime is the
 `cherenkov bench` flags every variant runs with (`prefill512=--backend cuda --pool-gb max
 --prompt-tokens 512 --gen-tokens 8 --repeat 3`). Each run is `BINARY bench STORE --json REGIME
 VARIANT`; its first repeat fills the expert pool and the caches, so only the later repeats count
