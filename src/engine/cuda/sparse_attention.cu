@@ -373,6 +373,22 @@ __device__ __forceinline__ void online_step(float s, const float (&v)[PL], int l
     m = m_new;
 }
 
+// A warp's final (m, l) and accumulator [d] into the CTA's shared arrays for the merge.
+template <int PL>
+__device__ __forceinline__ void store_warp_state(float m, float l, const float (&acc)[PL], int lane,
+                                                 int d, float* max_slot, float* sum_slot,
+                                                 float* out) {
+    if (lane == 0) {
+        *max_slot = m;
+        *sum_slot = l;
+    }
+#pragma unroll
+    for (int c = 0; c < PL; ++c) {
+        const int e = lane + 32 * c;
+        if (e < d) out[e] = acc[c];
+    }
+}
+
 // One head's kAttentionWarps warp states merged in warp order into the split's partial output
 // [d] and stats (m, l), by `threads` threads of which this is `thread`. warp_out: [warps, d].
 __device__ __forceinline__ void merge_warp_states(const float* warp_max, const float* warp_sums,
@@ -442,15 +458,8 @@ __global__ void attention_split_kernel(AttentionParams p) {
             v_cur[c] = v_next[c];
         }
     }
-    if (lane == 0) {
-        warp_max_s[warp] = m;
-        warp_sum_s[warp] = l;
-    }
-#pragma unroll
-    for (int c = 0; c < kPerLane; ++c) {
-        const int e = lane + 32 * c;
-        if (e < d) warp_out[warp * d + e] = acc[c];
-    }
+    store_warp_state(m, l, acc, lane, d, warp_max_s + warp, warp_sum_s + warp,
+                     warp_out + static_cast<size_t>(warp) * d);
     __syncthreads();
     const int64_t slot = (t * p.n_heads + head) * p.n_splits + split;
     merge_warp_states(warp_max_s, warp_sum_s, warp_out, d, static_cast<int>(threadIdx.x),
@@ -526,16 +535,9 @@ __global__ void __launch_bounds__(kMaxGroupedHeads* kAttentionThreads)
         }
         __syncthreads();  // the tile is rewritten next (or holds the warps' outputs)
     }
-    if (lane == 0) {
-        warp_max_s[warp] = m;
-        warp_sum_s[warp] = l;
-    }
     float* warp_out = tile;  // [heads · kAttentionWarps, D]
-#pragma unroll
-    for (int c = 0; c < PL; ++c) {
-        const int e = lane + 32 * c;
-        if (e < d) warp_out[static_cast<size_t>(warp) * d + e] = acc[c];
-    }
+    store_warp_state(m, l, acc, lane, d, warp_max_s + warp, warp_sum_s + warp,
+                     warp_out + static_cast<size_t>(warp) * d);
     __syncthreads();
     const int64_t slot = (t * p.n_heads + head) * p.n_splits + split;
     const int first_warp = h * kAttentionWarps;
