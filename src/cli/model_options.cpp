@@ -103,10 +103,11 @@ void add_model_options(CLI::App* app, ModelOptions& options) {
     app->add_option_function<int64_t>(
            "--prefill-quantum",
            [&options](int64_t rows) { options.prefill_quantum = engine::PrefillQuantum::of(rows); },
-           "Most prompt tokens per prefill call, 1-65536 (default 512, grown up to 4096 "
-           "with CUDA when an explicit --pool-gb holds less than the expert table and "
-           "leaves the memory); memory for that chunk's scratch is kept outside the "
-           "expert pool, and chunks shrink when the device cannot hold it")
+           "Most prompt tokens per prefill call, 1-65536 (default 512; with CUDA grown, "
+           "where the device has the memory, up to 4096 when an explicit --pool-gb holds "
+           "less than the expert table, up to 2048 when the pool holds all of it); memory "
+           "for that chunk's scratch is kept outside the expert pool, and chunks shrink when "
+           "the device cannot hold it")
         ->check(in_range(1, engine::kMaxPrefillQuantum));
     // Parsed as the flags are read: a bad setting is a usage error (exit 2) naming the key.
     app->add_option_function<std::vector<std::string>>(

@@ -1184,11 +1184,12 @@ CudaBackendOps::CudaBackendOps(const ModelWeights& weights, ExpertSource& expert
             "computed from the device pool (give at least one layer-step's experts)");
     }
     const PoolBudget budget = resolve_pool_budget(setting, req);
-    // A quantum nobody set grows into the memory an explicit pool smaller than the table leaves:
-    // the experts stream, and each chunk reads most of the table.
+    // A quantum nobody set grows into the memory the pool leaves: beside an explicit pool smaller
+    // than the table (the experts stream, and each chunk reads most of the table), or beside a
+    // pool that holds the table (the expert GEMMs reuse each weight across more tokens).
     if (options.prefill_quantum.automatic()) {
-        scratch.quantum =
-            grown_prefill_quantum(setting, budget, req, scratch, kStreamingPrefillQuantum);
+        scratch.quantum = grown_prefill_quantum(setting, budget, req, scratch,
+                                                kStreamingPrefillQuantum, kResidentPrefillQuantum);
     }
     // An explicit pool must leave the quantum's scratch; an adaptive one shrinks the chunk only
     // when it had to be raised to one layer-step's union.

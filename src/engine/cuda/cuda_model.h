@@ -35,7 +35,8 @@ struct CudaModelOptions {
     ReplacementKind cache_policy = ReplacementKind::Lru;
     // --prefill-quantum: rows per prefill call the scratch reservation covers (fewer when an
     // adaptive pool leaves less; an automatic one grows up to kStreamingPrefillQuantum beside an
-    // explicit pool smaller than the table; max_rows_per_call() says how many).
+    // explicit pool smaller than the table, up to kResidentPrefillQuantum beside a pool that
+    // holds it; max_rows_per_call() says how many).
     PrefillQuantum prefill_quantum;
     Tuning tuning;  // --tuning: the fast paths' A/B switches (engine/tuning.h)
     // --cpu-experts: decode misses of the device pool computed on the CPU, on `cpu_pool` (null:

@@ -251,20 +251,20 @@ ChunkFit fit_prefill_chunk(const PoolSetting& setting, const PoolBudget& budget,
 
 int64_t grown_prefill_quantum(const PoolSetting& setting, const PoolBudget& budget,
                               const PoolRequirements& requirements, const ChunkScratch& scratch,
-                              int64_t streaming_rows) {
+                              int64_t streaming_rows, int64_t resident_rows) {
     CHERENKOV_ASSERT(requirements.measured_usable_bytes.has_value() && scratch.row_bytes > 0,
                      "growing a prefill chunk needs the measured free memory and row scratch");
     const bool streams = budget.n_slots < requirements.n_table_records;
-    if (setting.mode != PoolMode::Explicit || !streams || streaming_rows <= scratch.quantum) {
-        return scratch.quantum;
-    }
+    // An adaptive pool that streams took the memory for experts: it stays there.
+    if (streams && setting.mode != PoolMode::Explicit) return scratch.quantum;
+    const int64_t target = streams ? streaming_rows : resident_rows;
+    if (target <= scratch.quantum) return scratch.quantum;
     const uint64_t taken = budget.bytes + requirements.fixed_bytes + scratch.fixed_bytes +
                            requirements.min_headroom_bytes;
     const uint64_t usable = *requirements.measured_usable_bytes;
     if (usable <= taken) return scratch.quantum;
     const auto fits = static_cast<int64_t>(
-        std::min<uint64_t>((usable - taken) / scratch.row_bytes,
-                           static_cast<uint64_t>(streaming_rows)));
+        std::min<uint64_t>((usable - taken) / scratch.row_bytes, static_cast<uint64_t>(target)));
     return std::max(fits, scratch.quantum);
 }
 

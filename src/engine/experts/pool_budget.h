@@ -93,13 +93,15 @@ struct ChunkFit {
 ChunkFit fit_prefill_chunk(const PoolSetting& setting, const PoolBudget& budget,
                            const PoolRequirements& requirements, const ChunkScratch& scratch);
 
-// The quantum an automatic prefill quantum comes to beside an explicit pool that holds less than
-// the table (the experts stream from the host or the disk, and every chunk reads most of the
-// table): scratch.quantum grown toward `streaming_rows`, as far as the memory the pool and the
-// fixed buffers leave holds, less requirements.min_headroom_bytes. Otherwise (a pool that holds
-// the table, or an adaptive one, which took that memory for experts) scratch.quantum.
+// The quantum an automatic prefill quantum comes to on a device: scratch.quantum grown, as far
+// as the memory the pool and the fixed buffers leave holds (less
+// requirements.min_headroom_bytes), toward `streaming_rows` beside an explicit pool that holds
+// less than the table (the experts stream from the host or the disk, and every chunk reads most
+// of the table), or toward `resident_rows` beside a pool of any kind that holds the whole table
+// (each chunk's expert GEMMs then reuse every weight they read across more tokens). An adaptive
+// pool smaller than the table took that memory for experts: scratch.quantum.
 int64_t grown_prefill_quantum(const PoolSetting& setting, const PoolBudget& budget,
                               const PoolRequirements& requirements, const ChunkScratch& scratch,
-                              int64_t streaming_rows);
+                              int64_t streaming_rows, int64_t resident_rows);
 
 }  // namespace cherenkov::engine

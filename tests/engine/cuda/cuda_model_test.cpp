@@ -36,6 +36,7 @@ const char* const kPrompts[] = {"len1",  "len3",    "len4",      "len5", "len8",
                                 "len33", "eos_mid", "eos_first", "chat"};
 
 // A CPU FixtureEngine plus a CUDA model over the same weights with its own expert reader.
+// prefill_quantum 0: the automatic quantum (the CLI's when --prefill-quantum is not given).
 struct CudaFixture {
     explicit CudaFixture(const std::string& checkpoint, const std::string& pool = "max",
                          int64_t prefill_quantum = 64, const engine::Tuning& tuning = {})
@@ -44,7 +45,8 @@ struct CudaFixture {
         engine::cuda::CudaModelOptions options;
         options.pool = engine::parse_pool_setting(pool);
         options.max_ctx = 512;
-        options.prefill_quantum = engine::PrefillQuantum::of(prefill_quantum);
+        if (prefill_quantum > 0)
+            options.prefill_quantum = engine::PrefillQuantum::of(prefill_quantum);
         options.tuning = tuning;
         gpu = engine::cuda::make_cuda_model(*cpu.weights, experts, options);
     }
@@ -594,6 +596,19 @@ TEST(CudaModel, SmallPrefillQuantumPrefillsALongerPromptInChunksIdentically) {
         EXPECT_EQ(stats.prefill_chunk_tokens, 5);
         EXPECT_EQ(stats.prefill_chunks, (static_cast<int64_t>(prompt.size()) + 4) / 5);
     }
+}
+
+// A quantum nobody set grows into the device memory the pool leaves: up to the resident rows
+// beside a pool that holds the whole table, up to the streaming rows beside an explicit pool
+// smaller than the table (a GPU holds either beside this fixture); a quantum that was set stays.
+TEST(CudaModel, AutomaticPrefillQuantumGrowsIntoTheMemoryThePoolLeaves) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    CudaFixture whole("tiny_a/hf_flat_fused", "max", 0);
+    EXPECT_EQ(whole.gpu->max_rows_per_call(), engine::kResidentPrefillQuantum);
+    CudaFixture streamed("tiny_a/hf_flat_fused", minimal_pool("tiny_a/hf_flat_fused"), 0);
+    EXPECT_EQ(streamed.gpu->max_rows_per_call(), engine::kStreamingPrefillQuantum);
+    CudaFixture set("tiny_a/hf_flat_fused", "max", 512);
+    EXPECT_EQ(set.gpu->max_rows_per_call(), 512);
 }
 
 // With the table mapped (`--host-pool-gb mapped`) the device pool's misses are copied straight

@@ -289,7 +289,7 @@ TEST(PrefillChunkFit, MaxPoolIsCheckedLikeAnExplicitOne) {
 
 // An automatic quantum beside an explicit pool smaller than the table grows into the memory the
 // pool leaves (here 20 GB free, 1 GB of caches, 1 GiB headroom), never past the streaming rows;
-// a pool holding the table, an adaptive pool, or no room leave it as it is.
+// an adaptive pool smaller than the table, or no room, leave it as it is.
 TEST(PrefillChunkFit, AutomaticQuantumGrowsWhereTheExpertsStream) {
     PoolRequirements req = device_requirements();
     const PoolSetting setting = parse_pool_setting("5");
@@ -297,7 +297,7 @@ TEST(PrefillChunkFit, AutomaticQuantumGrowsWhereTheExpertsStream) {
     ASSERT_LT(budget.n_slots, req.n_table_records);
     const ChunkScratch scratch = fn_scratch(512);
     // 20 - 5 - 1 - 0.54 - 1.07 GB left: about 2,600 rows of 4.86 MB.
-    const int64_t grown = grown_prefill_quantum(setting, budget, req, scratch, 4096);
+    const int64_t grown = grown_prefill_quantum(setting, budget, req, scratch, 4096, 2048);
     const uint64_t left = *req.measured_usable_bytes - budget.bytes - req.fixed_bytes -
                           scratch.fixed_bytes - req.min_headroom_bytes;
     EXPECT_EQ(grown, static_cast<int64_t>(left / scratch.row_bytes));
@@ -305,22 +305,50 @@ TEST(PrefillChunkFit, AutomaticQuantumGrowsWhereTheExpertsStream) {
     EXPECT_LT(grown, 4096);
     // The grown chunk fits beside the pool as an explicit quantum would.
     EXPECT_EQ(fit_prefill_chunk(setting, budget, req, fn_scratch(grown)).rows, grown);
-    EXPECT_EQ(grown_prefill_quantum(setting, budget, req, scratch, 1024), 1024);
-    EXPECT_EQ(grown_prefill_quantum(setting, budget, req, scratch, 256), 512);
+    EXPECT_EQ(grown_prefill_quantum(setting, budget, req, scratch, 1024, 2048), 1024);
+    EXPECT_EQ(grown_prefill_quantum(setting, budget, req, scratch, 256, 2048), 512);
 
     // 15 GB of pool leave less than the quantum's rows: the quantum stays.
     const PoolSetting large = parse_pool_setting("15");
-    EXPECT_EQ(grown_prefill_quantum(large, resolve_pool_budget(large, req), req, scratch, 4096),
-              512);
-    // The whole table in the pool: nothing streams.
+    EXPECT_EQ(
+        grown_prefill_quantum(large, resolve_pool_budget(large, req), req, scratch, 4096, 2048),
+        512);
+    // An adaptive pool smaller than the table took the memory for experts.
+    req.reserve_bytes = scratch.bytes(512);
+    const PoolBudget adaptive = resolve_pool_budget({}, req);
+    ASSERT_LT(adaptive.n_slots, req.n_table_records);
+    EXPECT_EQ(grown_prefill_quantum({}, adaptive, req, scratch, 4096, 2048), 512);
+}
+
+// A pool of any kind that holds the whole table grows an automatic quantum toward the resident
+// rows instead (its expert GEMMs reuse each weight across more tokens), as far as the memory left
+// beside the table holds.
+TEST(PrefillChunkFit, AutomaticQuantumGrowsBesideAWholeTable) {
     PoolRequirements roomy = device_requirements();
     roomy.measured_usable_bytes = 200'000'000'000;
+    roomy.reserve_bytes = fn_scratch(512).bytes(512);
+    const ChunkScratch scratch = fn_scratch(512);
     const PoolSetting max{.mode = PoolMode::Max, .bytes = 0};
-    EXPECT_EQ(grown_prefill_quantum(max, resolve_pool_budget(max, roomy), roomy, scratch, 4096),
-              512);
-    // An adaptive pool took the memory for experts.
-    req.reserve_bytes = scratch.bytes(512);
-    EXPECT_EQ(grown_prefill_quantum({}, resolve_pool_budget({}, req), req, scratch, 4096), 512);
+    const PoolBudget whole = resolve_pool_budget(max, roomy);
+    ASSERT_EQ(whole.n_slots, roomy.n_table_records);
+    EXPECT_EQ(grown_prefill_quantum(max, whole, roomy, scratch, 4096, 2048), 2048);
+    EXPECT_EQ(fit_prefill_chunk(max, whole, roomy, fn_scratch(2048)).rows, 2048);
+    // An explicit pool as large as the table, and an adaptive one that came to hold it.
+    const PoolSetting explicit_whole = parse_pool_setting("200");
+    EXPECT_EQ(grown_prefill_quantum(explicit_whole, resolve_pool_budget(explicit_whole, roomy),
+                                    roomy, scratch, 4096, 2048),
+              2048);
+    const PoolBudget adaptive = resolve_pool_budget({}, roomy);
+    ASSERT_EQ(adaptive.n_slots, roomy.n_table_records);
+    EXPECT_EQ(grown_prefill_quantum({}, adaptive, roomy, scratch, 4096, 2048), 2048);
+    // Memory for only part of the way: as many rows as it holds.
+    PoolRequirements tight = roomy;
+    const uint64_t beside = whole.bytes + tight.fixed_bytes + scratch.fixed_bytes +
+                            tight.min_headroom_bytes;
+    tight.measured_usable_bytes = beside + 1000 * scratch.row_bytes + 7;
+    EXPECT_EQ(grown_prefill_quantum(max, whole, tight, scratch, 4096, 2048), 1000);
+    // A quantum already past the resident rows stays.
+    EXPECT_EQ(grown_prefill_quantum(max, whole, roomy, fn_scratch(3000), 4096, 2048), 3000);
 }
 
 }  // namespace
