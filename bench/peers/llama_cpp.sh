@@ -22,8 +22,10 @@
 # --scratch DIR puts the BF16 checkpoint and the Q8_0 intermediate there instead of --work: on a
 # machine whose RAM disk holds them (/dev/shm), 12 layers (a 63 GB checkpoint) then need only the
 # results on the 64 GB disk (about 57 GB: store, Q4_0, Q4_K_M).
-# Steps are skipped when their outputs exist in --work, so a run cut by a time limit goes on
-# where it stopped (`--until convert` stops after the conversion on purpose). Needs: nvcc, cmake,
+# llama.cpp builds in the background while the first weights are written, packed and converted
+# (peer_common.sh). Steps are skipped when their outputs exist in --work, and every result file
+# appears only once complete, so a run cut by a time limit goes on where it stopped (`--until
+# build|convert|quantize` stops there on purpose). Needs: nvcc, cmake,
 # PyTorch and transformers (the converter), the llama.cpp source from
 # bench/peers/fetch_llama_cpp.sh in .peers/, and a CUDA build of cherenkov (--binary).
 set -euo pipefail
@@ -70,12 +72,22 @@ converter_python=$("$repo/bench/peers/converter_env.sh")
 cat "$out/machine.txt" >&2
 
 # ---------------------------------------------------------------- llama.cpp
+# Built in the background while the first layer count's weights are written and converted.
 peer_llama_cpp -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90
-[[ "$until_step" == build ]] && exit 0
+[[ "$until_step" == build ]] && { peer_wait_build; exit 0; }
 
-# ---------------------------------------------------------------- limits: HBM and disk
-if [[ ! -f "$out/limits.json" ]]; then
-    python3 - "$out/limits.json" <<'PY'
+for layers in $layers_list; do
+    dir="$work/L$layers"
+    res="$out/L$layers"
+    mkdir -p "$dir" "$res"
+    # ------------------------------------------------------------ weights in both forms
+    # shellcheck disable=SC2086 # --synthetic is a list of flags
+    peer_weights "$dir" "$res" "$layers" $synthetic
+    [[ "$until_step" == quantize ]] && exit 0
+    peer_wait_build
+    # ------------------------------------------------------------ limits: HBM (once the build is done)
+    if [[ ! -f "$out/limits.json" ]]; then
+        python3 - "$out/limits.json" <<'PY'
 import json, sys, time, torch
 x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")  # 1 GiB read, 1 GiB written
 y = torch.empty_like(x)
@@ -89,39 +101,30 @@ torch.cuda.synchronize()
 seconds = time.perf_counter() - start
 json.dump({"hbm_copy_gbps": 2 * 20 * x.numel() / seconds / 1e9}, open(sys.argv[1], "w"))
 PY
-fi
-
-for layers in $layers_list; do
-    dir="$work/L$layers"
-    res="$out/L$layers"
-    mkdir -p "$dir" "$res"
-    # ------------------------------------------------------------ weights in both forms
-    # shellcheck disable=SC2086 # --synthetic is a list of flags
-    peer_weights "$dir" "$res" "$layers" $synthetic
-    [[ "$until_step" == quantize ]] && exit 0
+    fi
 
     # ------------------------------------------------------------ llama.cpp
     bench="$llama/build/bin/llama-bench"
     common=(-p "$prompt" -n "$gen" -r 3 -o json)
     if [[ ! -s "$res/llama_resident.json" ]]; then
-        "$bench" -m "$dir/q4_0.gguf" -m "$dir/q4_k_m.gguf" -ngl 99 -fa 0,1 "${common[@]}" \
-            >"$res/llama_resident.json" 2>"$res/llama_resident.log"
+        peer_result "$res/llama_resident.json" "$res/llama_resident.log" \
+            "$bench" -m "$dir/q4_0.gguf" -m "$dir/q4_k_m.gguf" -ngl 99 -fa 0,1 "${common[@]}"
     fi
     # A long prompt's prefill, resident (the issue's second prefill length): prompt only.
     if [[ ! -s "$res/llama_resident_long.json" ]]; then
-        "$bench" -m "$dir/q4_0.gguf" -m "$dir/q4_k_m.gguf" -ngl 99 -fa 1 -p 4096 -n 0 -r 3 -o json \
-            >"$res/llama_resident_long.json" 2>"$res/llama_resident_long.log"
+        peer_result "$res/llama_resident_long.json" "$res/llama_resident_long.log" \
+            "$bench" -m "$dir/q4_0.gguf" -m "$dir/q4_k_m.gguf" -ngl 99 -fa 1 -p 4096 -n 0 -r 3 -o json
     fi
     # Experts in host RAM at equal GPU memory: --n-cpu-moe keeps the experts of the first N
     # layers on the CPU (N = 3/4 and 1/2 of the layers), -ot exps=CPU all of them.
     quarter=$((layers * 3 / 4)); half=$((layers / 2))
     if [[ ! -s "$res/llama_host.json" ]]; then
-        "$bench" -m "$dir/q4_0.gguf" -ngl 99 -fa 1 -ncmoe "$quarter,$half" "${common[@]}" \
-            >"$res/llama_host.json" 2>"$res/llama_host.log"
+        peer_result "$res/llama_host.json" "$res/llama_host.log" \
+            "$bench" -m "$dir/q4_0.gguf" -ngl 99 -fa 1 -ncmoe "$quarter,$half" "${common[@]}"
     fi
     if [[ ! -s "$res/llama_host_all.json" ]]; then
-        "$bench" -m "$dir/q4_0.gguf" -ngl 99 -fa 1 -ot "exps=CPU" "${common[@]}" \
-            >"$res/llama_host_all.json" 2>"$res/llama_host_all.log"
+        peer_result "$res/llama_host_all.json" "$res/llama_host_all.log" \
+            "$bench" -m "$dir/q4_0.gguf" -ngl 99 -fa 1 -ot "exps=CPU" "${common[@]}"
     fi
 
     # ------------------------------------------------------------ Cherenkov
@@ -132,16 +135,17 @@ for layers in $layers_list; do
         local name=$1
         shift
         [[ -s "$res/cherenkov_$name.json" ]] && return 0
-        "$binary" bench "$dir/store" --backend cuda --prompt-tokens "$prompt" --gen-tokens "$gen" \
-            --repeat 3 --json "$@" >"$res/cherenkov_$name.json" 2>"$res/cherenkov_$name.log" ||
-            { peer_log "cherenkov $name failed: $(tail -1 "$res/cherenkov_$name.log")"; rm -f "$res/cherenkov_$name.json"; }
+        peer_result "$res/cherenkov_$name.json" "$res/cherenkov_$name.log" \
+            "$binary" bench "$dir/store" --backend cuda --prompt-tokens "$prompt" --gen-tokens "$gen" \
+            --repeat 3 --json "$@" ||
+            peer_log "cherenkov $name failed: $(tail -1 "$res/cherenkov_$name.log")"
     }
     cbench resident --pool-gb max
     cbench resident_q512 --pool-gb max --prefill-quantum 512
     if [[ ! -s "$res/cherenkov_resident_long.json" ]]; then
-        "$binary" bench "$dir/store" --backend cuda --prompt-tokens 4096 --gen-tokens 8 \
-            --repeat 3 --json --pool-gb max >"$res/cherenkov_resident_long.json" \
-            2>"$res/cherenkov_resident_long.log" || rm -f "$res/cherenkov_resident_long.json"
+        peer_result "$res/cherenkov_resident_long.json" "$res/cherenkov_resident_long.log" \
+            "$binary" bench "$dir/store" --backend cuda --prompt-tokens 4096 --gen-tokens 8 \
+            --repeat 3 --json --pool-gb max || true
     fi
     # The default computes some decode misses on the CPU (--cpu-experts auto) with int8
     # activations (--cpu-activations auto; llama.cpp's CPU experts take them too); _f32 in float
@@ -155,13 +159,14 @@ for layers in $layers_list; do
     if [[ ! -f "$res/disk.json" ]]; then
         # O_DIRECT read rates of the expert table; --evict then drops its pages from the page
         # cache, so the streaming run below reads the disk.
-        python3 "$repo/bench/disk_bandwidth.py" "$dir/store" --evict >"$res/disk.json" || rm -f "$res/disk.json"
+        peer_result "$res/disk.json" "$res/disk.log" \
+            python3 "$repo/bench/disk_bandwidth.py" "$dir/store" --evict || true
     fi
     if [[ ! -s "$res/cherenkov_disk25.json" ]]; then
         # Disk streaming: the device pool holds 25%, misses read the store with O_DIRECT.
-        "$binary" bench "$dir/store" --backend cuda --prompt-tokens "$prompt" --gen-tokens 32 \
-            --repeat 1 --json --pool-gb "$pool25" >"$res/cherenkov_disk25.json" 2>"$res/cherenkov_disk25.log" ||
-            rm -f "$res/cherenkov_disk25.json"
+        peer_result "$res/cherenkov_disk25.json" "$res/cherenkov_disk25.log" \
+            "$binary" bench "$dir/store" --backend cuda --prompt-tokens "$prompt" --gen-tokens 32 \
+            --repeat 1 --json --pool-gb "$pool25" || true
     fi
     if [[ ! -s "$res/cherenkov_disk25_long.json" ]]; then
         # A 4,096-token prompt streamed the same way, the table's pages dropped again: with the
@@ -169,9 +174,9 @@ for layers in $layers_list; do
         # about once instead of once per 512 tokens.
         python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import memlimit; memlimit.evict(sys.argv[2])' \
             "$repo/bench/peers" "$dir/store/experts.bin"
-        "$binary" bench "$dir/store" --backend cuda --prompt-tokens 4096 --gen-tokens 8 \
-            --repeat 1 --json --pool-gb "$pool25" >"$res/cherenkov_disk25_long.json" \
-            2>"$res/cherenkov_disk25_long.log" || rm -f "$res/cherenkov_disk25_long.json"
+        peer_result "$res/cherenkov_disk25_long.json" "$res/cherenkov_disk25_long.log" \
+            "$binary" bench "$dir/store" --backend cuda --prompt-tokens 4096 --gen-tokens 8 \
+            --repeat 1 --json --pool-gb "$pool25" || true
     fi
     # ------------------------------------------------------------ experts from disk, memory-limited
     # llama.cpp with every layer's experts on the CPU (-ot exps=CPU) where it mapped them
@@ -192,17 +197,17 @@ for layers in $layers_list; do
         if limit=$(peer_stream_limit "$dir/q4_0.gguf" "$res/llama_probe_mem.json" 25 "$res/stream_limit.json"); then
             peer_log "L$layers stream limit: $((limit >> 20)) MiB"
             if [[ ! -s "$res/llama_stream.json" ]]; then
-                "$memlimit" --limit "$limit" --evict "$dir/q4_0.gguf" --report "$res/llama_stream_mem.json" -- \
-                    "$bench" "${stream_llama[@]}" -p "$prompt" -n 32 -r 1 -o json \
-                    >"$res/llama_stream.json" 2>"$res/llama_stream.log" || rm -f "$res/llama_stream.json"
+                peer_result "$res/llama_stream.json" "$res/llama_stream.log" \
+                    "$memlimit" --limit "$limit" --evict "$dir/q4_0.gguf" --report "$res/llama_stream_mem.json" -- \
+                    "$bench" "${stream_llama[@]}" -p "$prompt" -n 32 -r 1 -o json || true
             fi
             evict=()
             for file in "$dir"/store/*; do evict+=(--evict "$file"); done
             if [[ ! -s "$res/cherenkov_stream.json" ]]; then
-                "$memlimit" --limit "$limit" "${evict[@]}" --report "$res/cherenkov_stream_mem.json" -- \
+                peer_result "$res/cherenkov_stream.json" "$res/cherenkov_stream.log" \
+                    "$memlimit" --limit "$limit" "${evict[@]}" --report "$res/cherenkov_stream_mem.json" -- \
                     "$binary" bench "$dir/store" --backend cuda --prompt-tokens "$prompt" --gen-tokens 32 \
-                    --repeat 1 --json --pool-gb "$pool25" \
-                    >"$res/cherenkov_stream.json" 2>"$res/cherenkov_stream.log" || rm -f "$res/cherenkov_stream.json"
+                    --repeat 1 --json --pool-gb "$pool25" || true
             fi
         else
             peer_log "L$layers stream regime skipped: no limit keeps llama.cpp's experts out of RAM"

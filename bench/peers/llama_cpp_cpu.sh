@@ -90,9 +90,10 @@ converter_python=$("$repo/bench/peers/converter_env.sh")
 cat "$out/machine.txt" >&2
 
 peer_llama_cpp -DGGML_CUDA=OFF -DGGML_NATIVE=ON
-[[ "$until_step" == build ]] && exit 0
+[[ "$until_step" == build ]] && { peer_wait_build; exit 0; }
 peer_weights "$dir" "$res" "$layers" --experts "$experts"
 [[ "$until_step" == quantize ]] && exit 0
+peer_wait_build
 
 # ---------------------------------------------------------------- measuring
 measuring_end() { [[ -z "$marker" ]] || rm -f "$marker"; }
@@ -140,9 +141,7 @@ common=(-ngl 0 -t "$threads" -p "$prompt" -n "$gen" -r "$repeat" -o json)
 run_into() {  # run_into BASE CMD...: stdout into BASE.json (kept only when CMD succeeds), stderr into BASE.log
     local base=$1
     shift
-    "$@" >"$base.json.partial" 2>"$base.log" ||
-        { peer_log "$(basename "$base") failed: $(tail -1 "$base.log")"; rm -f "$base.json.partial"; return 0; }
-    mv "$base.json.partial" "$base.json"
+    peer_result "$base.json" "$base.log" "$@" || peer_log "$(basename "$base") failed: $(tail -1 "$base.log")"
 }
 cherenkov=("$binary" bench "$dir/store" --backend cpu --threads "$threads" --prompt-tokens "$prompt"
     --gen-tokens "$gen" --repeat "$repeat" --json)
@@ -177,7 +176,7 @@ fi
 limit=$(peer_stream_limit "$dir/q4_0.gguf" "$res/llama_probe_mem.json" "$stream_share" "$res/stream_limit.json")
 peer_log "stream limit: $((limit >> 20)) MiB ($(cat "$res/stream_limit.json"))"
 if [[ ! -s "$res/disk.json" ]]; then
-    python3 "$repo/bench/disk_bandwidth.py" "$dir/store" >"$res/disk.json" || rm -f "$res/disk.json"
+    peer_result "$res/disk.json" "$res/disk.log" python3 "$repo/bench/disk_bandwidth.py" "$dir/store" || true
 fi
 pool=$(python3 -c "import os; print(f'{os.path.getsize(\"$dir/store/experts.bin\") * $stream_share / 100 / 1e9:.3f}')")
 [[ -s "$res/llama_stream.json" ]] ||

@@ -14,11 +14,31 @@ peer_timed() {  # peer_timed NAME CMD...: runs CMD, appends "NAME seconds" to $o
     echo "$name $(python3 -c "print(f'{$end - $start:.1f}')")" | tee -a "$out/steps.txt" >&2
 }
 
-# peer_llama_cpp CUDA_FLAGS...: builds llama-bench and llama-quantize from .peers/ in
-# $work/llama.cpp (skipped when built) with the given GGML flags, patches the converter, and sets
-# `llama` to the source directory.
+# peer_result OUT LOG CMD...: runs CMD with its output to OUT and its errors to LOG; OUT appears
+# only when CMD succeeded (written as OUT.partial and renamed), so a run cut by a time limit never
+# leaves half a result that the next run would take as done. Returns CMD's status.
+peer_result() {
+    local result=$1 log=$2 status=0
+    shift 2
+    "$@" >"$result.partial" 2>"$log" || status=$?
+    if ((status == 0)); then
+        mv "$result.partial" "$result"
+    else
+        rm -f "$result.partial"
+    fi
+    return "$status"
+}
+
+# peer_llama_cpp CUDA_FLAGS...: unpacks llama.cpp's source from .peers/ into $work/llama.cpp,
+# patches its converter and sets `llama` to that directory; then starts building llama-bench and
+# llama-quantize there with the given GGML flags in the background (skipped when built), its log
+# in $out/llama_build.log. The build is CPU work that the weights' first steps (the checkpoint,
+# `cherenkov prepare`, the converter, which needs only the source) can run beside: on a 16-core
+# GPU machine that hides most of its four minutes. peer_wait_build waits for it; a script that
+# exits first stops it (peer_stop_build, on EXIT).
 peer_llama_cpp() {
     llama="$work/llama.cpp"
+    peer_build_pid=""
     if [[ ! -x "$llama/build/bin/llama-bench" || ! -x "$llama/build/bin/llama-quantize" ]]; then
         local tarball generator
         tarball=$(find "$repo/.peers" -maxdepth 1 -name 'llama.cpp-*.tar.xz' 2>/dev/null | sort | tail -1)
@@ -28,8 +48,11 @@ peer_llama_cpp() {
         generator=$(command -v ninja >/dev/null && echo Ninja || echo "Unix Makefiles")
         peer_timed build_llama_cpp bash -c "cmake -S '$llama' -B '$llama/build' -G '$generator' \
             -DCMAKE_BUILD_TYPE=Release $* -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
-            -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DBUILD_SHARED_LIBS=OFF >/dev/null && \
-            cmake --build '$llama/build' -j '$(nproc)' --target llama-bench llama-quantize >/dev/null"
+            -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DBUILD_SHARED_LIBS=OFF && \
+            cmake --build '$llama/build' -j '$(nproc)' --target llama-bench llama-quantize" \
+            >"$out/llama_build.log" 2>&1 &
+        peer_build_pid=$!
+        trap peer_stop_build EXIT
     fi
     # llama.cpp's converter gives a layer its QSA compress ratio only where layer_types says
     # "full_attention", but transformers' config class renames that entry (qwen_sparse_attention
@@ -39,6 +62,33 @@ peer_llama_cpp() {
         "$llama/conversion/qwen4exp.py"
     grep -q '"indexed_attention") else 0' "$llama/conversion/qwen4exp.py" ||
         { echo "the converter's compress-ratio line has changed; look at $llama/conversion/qwen4exp.py" >&2; exit 1; }
+}
+
+# peer_wait_build: waits for the build peer_llama_cpp started (if any); fails with its log's end.
+peer_wait_build() {
+    [[ -n "${peer_build_pid:-}" ]] || return 0
+    local pid=$peer_build_pid
+    peer_build_pid=""
+    if ! wait "$pid"; then
+        tail -20 "$out/llama_build.log" >&2
+        echo "llama.cpp's build failed: $out/llama_build.log" >&2
+        exit 1
+    fi
+    grep -h "^build_llama_cpp" "$out/steps.txt" >&2 || true
+}
+
+# peer_stop_build: stops a build still running (its whole process tree), so that a script cut
+# short leaves no compiler behind to race the next run's fresh unpacking.
+peer_stop_build() {
+    [[ -n "${peer_build_pid:-}" ]] || return 0
+    peer_kill_tree "$peer_build_pid"
+    wait "$peer_build_pid" 2>/dev/null || true
+    peer_build_pid=""
+}
+peer_kill_tree() {
+    local child
+    for child in $(pgrep -P "$1" 2>/dev/null); do peer_kill_tree "$child"; done
+    kill "$1" 2>/dev/null || true
 }
 
 # peer_weights DIR RES LAYERS SYNTHETIC_FLAGS...: the same synthetic weights in both engines'
@@ -79,7 +129,8 @@ PY
     peer_log "L$layers compress ratios: $(cat "$res/compress_ratios.txt")"
     grep -q '[1-9]' "$res/compress_ratios.txt" ||
         { echo "the GGUF has no QSA compress ratio; it would run QSA as dense attention" >&2; exit 1; }
-    [[ "$until_step" == convert ]] && exit 0
+    [[ "$until_step" == convert ]] && { peer_wait_build; exit 0; }
+    peer_wait_build
     for type in Q4_0 Q4_K_M; do
         lower=$(echo "$type" | tr '[:upper:]' '[:lower:]')
         if [[ ! -f "$dir/$lower.gguf" ]]; then
