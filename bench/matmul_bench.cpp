@@ -1,7 +1,8 @@
 // CPU matmul throughput: `matmul_bench [--quick]` times the affine kernels on FN-like shapes
 // (dense [10240, 2560] and [2560, 6144], an expert [640, 2560]) at Q4/Q3/Q2 group 64, for every
 // kernel family (each with float and, for Q4, int8 activations: rows `port-q8`, `avx2-q8`, and
-// `vnni-q8` where the CPU has AVX-512 VNNI; `--shape TEXT` keeps the shapes whose name has TEXT)
+// `avx512` (float) and `vnni-q8` where the CPU has AVX-512 VNNI; `--shape TEXT` keeps the shapes
+// whose name has TEXT)
 // and for 1 thread and all CPUs, and the machine's memcpy bandwidth in the same run. Decode (1,
 // 2, 4 input rows) reports GB/s of weight bytes (codes + scales + biases) read, cycling through
 // enough copies of the matrix to exceed the last-level cache, and its ratio to memcpy; prefill
@@ -171,6 +172,7 @@ int main(int argc, char** argv) {
         all_variants.push_back({KernelPath::Avx2, ActivationPrecision::Q8, "avx2-q8"});
     }
     if (cherenkov::engine::cpu_has_avx512_vnni()) {
+        all_variants.push_back({KernelPath::Avx512, ActivationPrecision::F32, "avx512"});
         all_variants.push_back({KernelPath::Avx512, ActivationPrecision::Q8, "vnni-q8"});
     }
 

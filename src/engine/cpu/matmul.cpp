@@ -272,9 +272,10 @@ void affine_matmul(std::span<const AffineMatrix* const> ws, std::span<const floa
         prepared[j].xsum = x_group_sums(distinct[j], stride, n_rows, first.cols, first.group_size,
                                         scratch[j], &prepared[j].xsum_stride);
     }
-    run_per_matrix<AffineCall>(
-        prepared, inputs, ws, ys, y_strides,
-        avx2 ? &matmul_detail::affine_rows_avx2 : &matmul_detail::affine_rows_portable, pool);
+    const auto kernel = path == KernelPath::Avx512 ? &matmul_detail::affine_rows_avx512
+                        : avx2                     ? &matmul_detail::affine_rows_avx2
+                                                   : &matmul_detail::affine_rows_portable;
+    run_per_matrix<AffineCall>(prepared, inputs, ws, ys, y_strides, kernel, pool);
 }
 
 // The checks of matmul_shared_input and matmul_each_input: as many inputs and outputs as
@@ -323,8 +324,8 @@ bool cpu_has_avx2_fma() {
 bool cpu_has_avx512_vnni() {
 #if defined(__x86_64__) || defined(__i386__)
     return cpu_has_avx2_fma() && __builtin_cpu_supports("avx512f") &&
-           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx512vnni");
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
 #else
     return false;
 #endif

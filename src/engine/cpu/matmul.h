@@ -60,13 +60,14 @@ void dequantize_row(const AffineMatrix& w, int64_t row, float* out);
 
 // Selects the kernel family, for the whole process: tests, benchmarks, and the engine's load
 // (`--tuning cpu_avx512=off` asks for Avx2). Default: the best the CPU supports.
-// Avx512 is Avx2 with the int8-activation matmul on AVX-512 VNNI (the same bits, fewer
+// Avx512 is Avx2 with the int8-activation matmul on AVX-512 VNNI and the float-activation
+// affine matmul of more than four input rows on AVX-512 (the same bits, fewer
 // instructions); every other kernel stays AVX2.
 enum class KernelPath { Auto, Portable, Avx2, Avx512 };
 void set_kernel_path(KernelPath path);          // throws Unsupported for a family the CPU lacks
 KernelPath active_kernel_path();                // never Auto
 const char* kernel_path_name(KernelPath path);  // "auto", "portable", "avx2", "avx512"
 bool cpu_has_avx2_fma();
-bool cpu_has_avx512_vnni();  // AVX-512 F, BW, VL and VNNI (with AVX2/FMA)
+bool cpu_has_avx512_vnni();  // AVX-512 F, BW, DQ, VL and VNNI (with AVX2/FMA)
 
 }  // namespace cherenkov::engine

@@ -13,89 +13,15 @@
 
 #include "base/error.h"
 #include "base/half.h"
+#include "engine/cpu/matmul_avx2_blocks.h"
 #include "engine/cpu/matmul_kernels.h"
 #include "engine/cpu/prefetch.h"
-
-#define CHERENKOV_AVX2 __attribute__((target("avx2,fma")))
 
 namespace cherenkov::engine::matmul_detail {
 namespace {
 
-constexpr int64_t kWeightBlock = 32;  // weight rows per decoded block
-constexpr int64_t kInputBlock = 48;   // input rows per block (a multiple of kTileInputs, of 8)
-constexpr int64_t kColBlock = 256;    // columns per decoded block: a multiple of every group size
-constexpr int kTileInputs = 3;        // register tile: 3 input rows × 4 weight rows = 12 ymm
+constexpr int kTileInputs = 3;  // register tile: 3 input rows × 4 weight rows = 12 ymm
 constexpr int kTileWeights = 4;
-constexpr size_t kMaxGroupBytes = 128 * 8 / 8;
-
-// 3-, 5- and 6-bit codes straddle bytes; they are unpacked with a byte shuffle of a 16-byte
-// load, which may read up to 13 bytes past the group. Groups that close to the end of the
-// matrix are copied to a padded buffer first.
-template <int Bits>
-constexpr bool kShuffleUnpack = Bits == 3 || Bits == 5 || Bits == 6;
-
-// pshufb control for lane k: the two bytes holding code k's bits, then two zero bytes.
-constexpr int shuffle_lane(int k, int bits) {
-    const int byte = k * bits / 8;
-    return static_cast<int>(static_cast<unsigned>(byte) | static_cast<unsigned>(byte + 1) << 8 |
-                            0x80U << 16 | 0x80U << 24);
-}
-
-// Codes 8·piece .. 8·piece+7 of a code stream (they take exactly Bits bytes) as int32 lanes.
-template <int Bits>
-CHERENKOV_AVX2 inline __m256i unpack8(const uint8_t* codes, int64_t piece) {
-    if constexpr (Bits == 8) {
-        const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + 8 * piece));
-        return _mm256_cvtepu8_epi32(bytes);
-    } else if constexpr (Bits == 4) {
-        uint32_t word = 0;
-        std::memcpy(&word, codes + 4 * piece, 4);
-        const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
-        return _mm256_and_si256(
-            _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(word)), shifts),
-            _mm256_set1_epi32(15));
-    } else if constexpr (Bits == 2) {
-        // A 16-bit broadcast (vpbroadcastw from memory): each 32-bit lane holds the two code
-        // bytes twice, and shifts below 16 only reach the low copy.
-        int16_t half = 0;
-        std::memcpy(&half, codes + 2 * piece, 2);
-        const __m256i shifts = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
-        return _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi16(half), shifts),
-                                _mm256_set1_epi32(3));
-    } else {
-        static_assert(kShuffleUnpack<Bits>);
-        const __m256i bytes = _mm256_broadcastsi128_si256(
-            _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + Bits * piece)));
-        const __m256i shuffle =
-            _mm256_setr_epi32(shuffle_lane(0, Bits), shuffle_lane(1, Bits), shuffle_lane(2, Bits),
-                              shuffle_lane(3, Bits), shuffle_lane(4, Bits), shuffle_lane(5, Bits),
-                              shuffle_lane(6, Bits), shuffle_lane(7, Bits));
-        const __m256i shifts =
-            _mm256_setr_epi32(0, Bits % 8, 2 * Bits % 8, 3 * Bits % 8, 4 * Bits % 8, 5 * Bits % 8,
-                              6 * Bits % 8, 7 * Bits % 8);
-        return _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi8(bytes, shuffle), shifts),
-                                _mm256_set1_epi32((1 << Bits) - 1));
-    }
-}
-
-// The codes of one group, moved to `padded` when the shuffle unpack could read past the matrix.
-template <int Bits>
-CHERENKOV_AVX2 inline const uint8_t* group_codes(const uint8_t* group, size_t group_bytes,
-                                                 const uint8_t* codes_end, uint8_t* padded) {
-    if constexpr (kShuffleUnpack<Bits>) {
-        if (group + group_bytes + 16 > codes_end) {
-            std::memcpy(padded, group, group_bytes);
-            return padded;
-        }
-    }
-    return group;
-}
-
-CHERENKOV_AVX2 inline float hsum8(__m256 v) {
-    const __m128 pairs = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    const __m128 quads = _mm_add_ps(pairs, _mm_movehl_ps(pairs, pairs));
-    return _mm_cvtss_f32(_mm_add_ss(quads, _mm_shuffle_ps(quads, quads, 1)));
-}
 
 // ---- streaming kernel (n_rows ≤ 4) -------------------------------------------------------
 
@@ -180,34 +106,6 @@ CHERENKOV_AVX2 void stream_rows(const AffineCall& call, int64_t row_begin, int64
 
 // ---- blocked kernel (n_rows > 4) ---------------------------------------------------------
 
-// wq[r · kColBlock + k] = scale · q for weight rows row0 .. row0+n_w-1, columns k0 .. k0+n_k-1.
-template <int Bits>
-CHERENKOV_AVX2 void decode_block(const AffineMatrix& w, int64_t row0, int64_t n_w, int64_t k0,
-                                 int64_t n_k, float* wq) {
-    const int64_t n_groups = w.groups_per_row();
-    const int64_t n_pieces = w.group_size / 8;
-    const size_t row_bytes = w.row_code_bytes();
-    const size_t group_bytes = static_cast<size_t>(w.group_size) * Bits / 8;
-    const uint8_t* codes_end = w.codes + static_cast<size_t>(w.rows) * row_bytes;
-    alignas(16) uint8_t padded[kMaxGroupBytes + 16];
-    for (int64_t r = 0; r < n_w; ++r) {
-        const int64_t row = row0 + r;
-        for (int64_t group = k0 / w.group_size; group < (k0 + n_k) / w.group_size; ++group) {
-            const uint8_t* codes =
-                group_codes<Bits>(w.codes + static_cast<size_t>(row) * row_bytes +
-                                      static_cast<size_t>(group) * group_bytes,
-                                  group_bytes, codes_end, padded);
-            const __m256 scale = _mm256_set1_ps(bf16_to_float(w.scales[row * n_groups + group]));
-            float* out = wq + r * kColBlock + (group * w.group_size - k0);
-            for (int64_t piece = 0; piece < n_pieces; ++piece) {
-                _mm256_store_ps(
-                    out + 8 * piece,
-                    _mm256_mul_ps(_mm256_cvtepi32_ps(unpack8<Bits>(codes, piece)), scale));
-            }
-        }
-    }
-}
-
 // partial[(t · kWeightBlock + r) · 8 + lane] += wq[r] · x[t] over n_k columns, for a tile of
 // NT input rows and NW weight rows.
 template <int NT, int NW>
@@ -247,34 +145,6 @@ constexpr TileKernel kTileKernels[kTileInputs][kTileWeights] = {
     {tile_kernel<3, 1>, tile_kernel<3, 2>, tile_kernel<3, 3>, tile_kernel<3, 4>},
 };
 
-// y for input rows t0 .. t0+n_t-1 and weight rows row0 .. row0+n_w-1 from the lane partials:
-// the bias term runs over groups in order, eight input rows per vector.
-CHERENKOV_AVX2 void finish_block(const AffineCall& call, int64_t row0, int64_t n_w, int64_t t0,
-                                 int64_t n_t, const float* partial) {
-    const AffineMatrix& w = *call.w;
-    const int64_t n_groups = w.groups_per_row();
-    for (int64_t r = 0; r < n_w; ++r) {
-        const uint16_t* biases = w.biases + (row0 + r) * n_groups;
-        for (int64_t t8 = 0; t8 < n_t; t8 += 8) {
-            __m256 bsum = _mm256_setzero_ps();
-            const float* xs = call.xsum + static_cast<size_t>(t0 + t8);
-            for (int64_t group = 0; group < n_groups; ++group) {
-                bsum = _mm256_fmadd_ps(
-                    _mm256_set1_ps(bf16_to_float(biases[group])),
-                    _mm256_loadu_ps(xs + static_cast<size_t>(group) * call.xsum_stride), bsum);
-            }
-            alignas(32) float bias_terms[8];
-            _mm256_store_ps(bias_terms, bsum);
-            for (int64_t lane = 0; lane < std::min<int64_t>(8, n_t - t8); ++lane) {
-                const int64_t t = t8 + lane;
-                call.y[static_cast<size_t>(t0 + t) * call.y_stride +
-                       static_cast<size_t>(row0 + r)] =
-                    matmul_detail::hsum8(partial + (t * kWeightBlock + r) * 8) + bias_terms[lane];
-            }
-        }
-    }
-}
-
 template <int Bits>
 CHERENKOV_AVX2 void blocked_rows(const AffineCall& call, int64_t row_begin, int64_t row_end) {
     const AffineMatrix& w = *call.w;
@@ -288,7 +158,7 @@ CHERENKOV_AVX2 void blocked_rows(const AffineCall& call, int64_t row_begin, int6
             std::fill(partial, partial + n_t * kWeightBlock * 8, 0.0F);
             for (int64_t k0 = 0; k0 < w.cols; k0 += kColBlock) {
                 const int64_t n_k = std::min(kColBlock, w.cols - k0);
-                decode_block<Bits>(w, row0, n_w, k0, n_k, wq);
+                decode_block<Bits, 1>(w, row0, n_w, k0, n_k, wq);
                 for (int64_t t = 0; t < n_t; t += kTileInputs) {
                     const int64_t n_tile_t = std::min<int64_t>(kTileInputs, n_t - t);
                     const float* x = call.x + static_cast<size_t>(t0 + t) * call.x_stride + k0;

@@ -1,6 +1,7 @@
 // Internal to the CPU matmul: what matmul.cpp hands to the kernel families (portable in
-// matmul_portable.cpp, AVX2/FMA in matmul_avx2.cpp and matmul_q8_avx2.cpp, AVX-512 VNNI for int8
-// activations in matmul_q8_avx512.cpp), and the summation order they share.
+// matmul_portable.cpp, AVX2/FMA in matmul_avx2.cpp and matmul_q8_avx2.cpp, AVX-512 with the AVX2
+// bits in matmul_avx512.cpp, AVX-512 VNNI for int8 activations in matmul_q8_avx512.cpp), and the
+// summation order they share.
 //
 // Summation order of one output y[t][r] (fixed, so results depend neither on the thread count
 // nor on n_rows or on which of a family's kernels ran; only the family changes rounding):
@@ -90,6 +91,8 @@ inline bool q8_supported(const AffineMatrix& w) {
 // Each computes y[t][r] for every t and r in [row_begin, row_end).
 void affine_rows_portable(const AffineCall& call, int64_t row_begin, int64_t row_end);
 void affine_rows_avx2(const AffineCall& call, int64_t row_begin, int64_t row_end);
+// AVX-512 (matmul_avx512.cpp): the AVX2 kernels' bits, two weight rows to a register.
+void affine_rows_avx512(const AffineCall& call, int64_t row_begin, int64_t row_end);
 // Rows [row_begin, row_end) of x quantized into xq [n_rows, cols], dx and qsum [n_rows, cols /
 // group_size] as Q8Call lays them out. Both families make the same bytes (the same float
 // operations: |x| max, one division, one multiply, rounding to nearest even).

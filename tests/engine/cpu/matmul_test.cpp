@@ -194,6 +194,39 @@ TEST_F(Matmul, Avx2AgreesWithPortable) {
     }
 }
 
+// The AVX-512 float kernels (two weight rows to a register) take the AVX2 kernels' operations in
+// their order: the same bytes, for every width and group size, weight row counts that leave a
+// pair's second row missing or a tile short, input rows of the streaming kernel and past its
+// cut-over, and a last column block shorter than a whole one.
+TEST_F(Matmul, Avx512FloatAgreesWithAvx2BitForBit) {
+    if (!cpu_has_avx512_vnni()) GTEST_SKIP() << "no AVX-512 on this CPU";
+    ThreadPool pool(2);
+    for (const int bits : kBits) {
+        for (const int group_size : kGroupSizes) {
+            for (const int64_t rows : {1, 7, 33, 70}) {
+                const int64_t cols = 2 * group_size + 256;
+                const QuantizedMatrix m = make_matrix(rows, cols, bits, group_size, 61 + bits);
+                for (const int64_t n_rows : {1, 2, 3, 4, 5, 6, 11, 53, 97}) {
+                    const size_t x_stride = static_cast<size_t>(cols) + 3;
+                    const auto x = random_vector(x_stride * static_cast<size_t>(n_rows), 67);
+                    std::vector<float> avx2(static_cast<size_t>(rows * n_rows));
+                    std::vector<float> avx512(avx2.size());
+                    set_kernel_path(KernelPath::Avx2);
+                    matmul(m.view, x.data(), x_stride, n_rows, avx2.data(),
+                           static_cast<size_t>(rows), &pool);
+                    set_kernel_path(KernelPath::Avx512);
+                    matmul(m.view, x.data(), x_stride, n_rows, avx512.data(),
+                           static_cast<size_t>(rows), &pool);
+                    ASSERT_EQ(std::memcmp(avx2.data(), avx512.data(), avx2.size() * sizeof(float)),
+                              0)
+                        << "bits=" << bits << " group=" << group_size << " rows=" << rows
+                        << " n_rows=" << n_rows;
+                }
+            }
+        }
+    }
+}
+
 // The sum order is fixed per output element: any thread count gives the same bytes.
 TEST_F(Matmul, ResultsAreBitwiseIdenticalForOneTwoAndFourThreads) {
     ThreadPool one(1);
