@@ -74,15 +74,7 @@ CHERENKOV_AVX2 void stream_tile(const AffineCall& call, int64_t row0) {
                 for (int t = 0; t < NT; ++t) acc[t][r] = _mm256_fmadd_ps(wq, xv[t], acc[t][r]);
             }
         }
-        const float* xs = call.xsum + static_cast<size_t>(group) * call.xsum_stride;
-#pragma GCC unroll 16
-        for (int r = 0; r < NW; ++r) {
-            const __m128 bias = _mm_set_ss(bf16_to_float(w.biases[(row0 + r) * n_groups + group]));
-#pragma GCC unroll 16
-            for (int t = 0; t < NT; ++t) {
-                bsum[t][r] = _mm_fmadd_ss(bias, _mm_load_ss(xs + t), bsum[t][r]);
-            }
-        }
+        add_bias_terms(call, row0, group, bsum);
     }
 #pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) {

@@ -1,7 +1,7 @@
 // Internal to the CPU matmul: the pieces of the AVX2 float kernels (matmul_avx2.cpp) that the
 // AVX-512 ones (matmul_avx512.cpp) share: code unpacking, the lanes' sum, the blocked kernel's
-// block sizes, the decoding of a weight block into floats and the finish of a block's outputs. Every function is
-// compiled for AVX2/FMA, which the AVX-512 targets include.
+// block sizes, the decoding of a weight block into floats and the finish of a block's outputs.
+// Every function is compiled for AVX2/FMA, which the AVX-512 targets include.
 #pragma once
 
 #include <immintrin.h>
@@ -91,13 +91,30 @@ CHERENKOV_AVX2 inline float hsum8(__m256 v) {
     return _mm_cvtss_f32(_mm_add_ss(quads, _mm_shuffle_ps(quads, quads, 1)));
 }
 
+// The streaming tiles' bias terms of one group: bsum[t][r] += bias of weight row row0 + r ·
+// xsum[t][group], one rounding each, in group order (matmul_kernels.h).
+template <int NT, int NW>
+CHERENKOV_AVX2 inline void add_bias_terms(const AffineCall& call, int64_t row0, int64_t group,
+                                          __m128 (&bsum)[NT][NW]) {
+    const AffineMatrix& w = *call.w;
+    const float* xs = call.xsum + static_cast<size_t>(group) * call.xsum_stride;
+#pragma GCC unroll 16
+    for (int r = 0; r < NW; ++r) {
+        const __m128 bias =
+            _mm_set_ss(bf16_to_float(w.biases[(row0 + r) * w.groups_per_row() + group]));
+#pragma GCC unroll 16
+        for (int t = 0; t < NT; ++t)
+            bsum[t][r] = _mm_fmadd_ss(bias, _mm_load_ss(xs + t), bsum[t][r]);
+    }
+}
+
 // wq = scale · q for weight rows row0 .. row0+n_w-1, columns k0 .. k0+n_k-1, in runs of eight
 // columns: with Interleave 1, row r's columns at wq[r · kColBlock + k] (the AVX2 tile's layout);
 // with 2, rows 2p and 2p+1 alternate runs, so that one 16-float load holds both rows' eight
 // columns k .. k+7 (the AVX-512 tile's; clear_missing_row zeroes a last pair's missing row).
 template <int Bits, int Interleave>
-CHERENKOV_AVX2 inline void decode_block(const AffineMatrix& w, int64_t row0, int64_t n_w, int64_t k0,
-                                 int64_t n_k, float* wq) {
+CHERENKOV_AVX2 inline void decode_block(const AffineMatrix& w, int64_t row0, int64_t n_w,
+                                        int64_t k0, int64_t n_k, float* wq) {
     const int64_t n_groups = w.groups_per_row();
     const int64_t n_pieces = w.group_size / 8;
     const size_t row_bytes = w.row_code_bytes();
@@ -133,8 +150,8 @@ inline void clear_missing_row(float* wq, int64_t n_w) {
 
 // y for input rows t0 .. t0+n_t-1 and weight rows row0 .. row0+n_w-1 from the lane partials:
 // the bias term runs over groups in order, eight input rows per vector.
-CHERENKOV_AVX2 inline void finish_block(const AffineCall& call, int64_t row0, int64_t n_w, int64_t t0,
-                                 int64_t n_t, const float* partial) {
+CHERENKOV_AVX2 inline void finish_block(const AffineCall& call, int64_t row0, int64_t n_w,
+                                        int64_t t0, int64_t n_t, const float* partial) {
     const AffineMatrix& w = *call.w;
     const int64_t n_groups = w.groups_per_row();
     for (int64_t r = 0; r < n_w; ++r) {

@@ -48,8 +48,8 @@ CHERENKOV_AVX512 void pair_tile_kernel(const float* wq, const float* x, size_t x
         __m512 xv[NT];
 #pragma GCC unroll 16
         for (int t = 0; t < NT; ++t) {
-            xv[t] = _mm512_broadcast_f32x8(
-                _mm256_loadu_ps(x + static_cast<size_t>(t) * x_stride + k));
+            xv[t] =
+                _mm512_broadcast_f32x8(_mm256_loadu_ps(x + static_cast<size_t>(t) * x_stride + k));
         }
 #pragma GCC unroll 16
         for (int p = 0; p < NP; ++p) {
@@ -126,7 +126,8 @@ CHERENKOV_AVX512 void pair_stream_tile(const AffineCall& call, int64_t row0) {
     const int64_t n_pieces = w.group_size / 8;
     const size_t row_bytes = w.row_code_bytes();
     const size_t group_bytes = static_cast<size_t>(w.group_size) / 2;
-    const __m512i shifts = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
+    const __m512i shifts =
+        _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
     const __m512i low_nibble = _mm512_set1_epi32(15);
 
     __m512 acc[NT][NP];
@@ -151,8 +152,7 @@ CHERENKOV_AVX512 void pair_stream_tile(const AffineCall& call, int64_t row0) {
         for (int p = 0; p < NP; ++p) {
             scale[p] = _mm512_insertf32x8(
                 _mm512_set1_ps(bf16_to_float(w.scales[(row0 + 2 * p) * n_groups + group])),
-                _mm256_set1_ps(bf16_to_float(w.scales[(row0 + 2 * p + 1) * n_groups + group])),
-                1);
+                _mm256_set1_ps(bf16_to_float(w.scales[(row0 + 2 * p + 1) * n_groups + group])), 1);
         }
         const float* xg = call.x + static_cast<size_t>(group) * static_cast<size_t>(w.group_size);
         for (int64_t piece = 0; piece < n_pieces; ++piece) {
@@ -168,25 +168,17 @@ CHERENKOV_AVX512 void pair_stream_tile(const AffineCall& call, int64_t row0) {
                 uint32_t second = 0;
                 std::memcpy(&first, codes[2 * p] + 4 * piece, 4);
                 std::memcpy(&second, codes[2 * p + 1] + 4 * piece, 4);
-                const __m512i words = _mm512_inserti64x4(
-                    _mm512_set1_epi32(static_cast<int>(first)),
-                    _mm256_set1_epi32(static_cast<int>(second)), 1);
-                const __m512 wq = _mm512_mul_ps(
-                    _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srlv_epi32(words, shifts), low_nibble)),
-                    scale[p]);
+                const __m512i words =
+                    _mm512_inserti64x4(_mm512_set1_epi32(static_cast<int>(first)),
+                                       _mm256_set1_epi32(static_cast<int>(second)), 1);
+                const __m512 wq = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_and_si512(
+                                                    _mm512_srlv_epi32(words, shifts), low_nibble)),
+                                                scale[p]);
 #pragma GCC unroll 16
                 for (int t = 0; t < NT; ++t) acc[t][p] = _mm512_fmadd_ps(wq, xv[t], acc[t][p]);
             }
         }
-        const float* xs = call.xsum + static_cast<size_t>(group) * call.xsum_stride;
-#pragma GCC unroll 16
-        for (int r = 0; r < 2 * NP; ++r) {
-            const __m128 bias = _mm_set_ss(bf16_to_float(w.biases[(row0 + r) * n_groups + group]));
-#pragma GCC unroll 16
-            for (int t = 0; t < NT; ++t) {
-                bsum[t][r] = _mm_fmadd_ss(bias, _mm_load_ss(xs + t), bsum[t][r]);
-            }
-        }
+        add_bias_terms(call, row0, group, bsum);
     }
 #pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) {
@@ -194,8 +186,8 @@ CHERENKOV_AVX512 void pair_stream_tile(const AffineCall& call, int64_t row0) {
 #pragma GCC unroll 16
         for (int p = 0; p < NP; ++p) {
             y[2 * p] = hsum8(_mm512_castps512_ps256(acc[t][p])) + _mm_cvtss_f32(bsum[t][2 * p]);
-            y[2 * p + 1] = hsum8(_mm512_extractf32x8_ps(acc[t][p], 1)) +
-                           _mm_cvtss_f32(bsum[t][2 * p + 1]);
+            y[2 * p + 1] =
+                hsum8(_mm512_extractf32x8_ps(acc[t][p], 1)) + _mm_cvtss_f32(bsum[t][2 * p + 1]);
         }
     }
 }
@@ -204,8 +196,7 @@ CHERENKOV_AVX512 void pair_stream_tile(const AffineCall& call, int64_t row0) {
 // the AVX2 kernel's four rows; two pairs with more), then single pairs, then a last odd row on
 // the AVX2 kernel.
 template <int NT>
-CHERENKOV_AVX512 void pair_stream_rows(const AffineCall& call, int64_t row_begin,
-                                       int64_t row_end) {
+CHERENKOV_AVX512 void pair_stream_rows(const AffineCall& call, int64_t row_begin, int64_t row_end) {
     constexpr int kPairs = NT <= 2 ? 4 : 2;
     int64_t row = row_begin;
     for (; row + 2 * kPairs <= row_end; row += 2 * kPairs) pair_stream_tile<NT, kPairs>(call, row);
