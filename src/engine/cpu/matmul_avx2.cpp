@@ -13,7 +13,7 @@
 
 #include "base/error.h"
 #include "base/half.h"
-#include "engine/cpu/matmul_avx2_blocks.h"
+#include "engine/cpu/matmul_avx2_parts.h"
 #include "engine/cpu/matmul_kernels.h"
 #include "engine/cpu/prefetch.h"
 

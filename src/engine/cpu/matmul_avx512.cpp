@@ -5,8 +5,8 @@
 // eight columns are broadcast to both halves. Each lane then takes the same fused multiply-adds
 // in the same order as in the AVX2 tile, at half the instructions, and a 4 × 4 register tile (4
 // input rows × 4 pairs of weight rows, 16 zmm) fits the 32 registers where AVX2's 16 ymm hold 3
-// × 4 rows. Calls of up to kMaxStreamingRows input rows, which stream the weights once and are
-// bound by memory, keep the AVX2 kernel.
+// × 4 rows. Calls of up to kMaxStreamingRows input rows stream 4-bit weights through pairs of
+// rows the same way; other widths keep the AVX2 streaming kernel.
 // GCC 12's AVX-512 headers build 512-to-256-bit casts and extracts on a self-initialized
 // "undefined" pass-through, which -W(maybe-)uninitialized reports at every inlined use.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -19,7 +19,7 @@
 #include <cstring>
 
 #include "base/error.h"
-#include "engine/cpu/matmul_avx2_blocks.h"
+#include "engine/cpu/matmul_avx2_parts.h"
 #include "engine/cpu/matmul_kernels.h"
 #include "engine/cpu/prefetch.h"
 
@@ -117,8 +117,9 @@ CHERENKOV_AVX512 void paired_blocked_rows(const AffineCall& call, int64_t row_be
 // The AVX2 streaming tile (matmul_avx2.cpp) for weight rows row0 .. row0+2·NP-1 against NT input
 // rows, two rows to a register: a piece's eight codes of both rows are unpacked, converted and
 // scaled as sixteen lanes, and each input row's eight columns, broadcast to both halves, are
-// multiplied in with one fused multiply-add for both rows. Decode is bound by those
-// instructions more than by memory, and they are fewer by a third.
+// multiplied in with one fused multiply-add for both rows: a third fewer instructions. On the
+// 2-core Xeon that is within noise of AVX2 at one input row and faster at two to four (MTP's
+// verification), where the instructions rather than memory bound the kernel.
 template <int NT, int NP>
 CHERENKOV_AVX512 void pair_stream_tile(const AffineCall& call, int64_t row0) {
     const AffineMatrix& w = *call.w;
