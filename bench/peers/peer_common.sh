@@ -34,8 +34,9 @@ peer_result() {
 # llama-quantize there with the given GGML flags in the background (skipped when built), its log
 # in $out/llama_build.log. The build is CPU work that the weights' first steps (the checkpoint,
 # `cherenkov prepare`, the converter, which needs only the source) can run beside: on a 16-core
-# GPU machine that hides most of its four minutes. peer_wait_build waits for it; a script that
-# exits first stops it (peer_stop_build, on EXIT).
+# GPU machine the build and those steps take about as long (docs/benchmarks.md has a run's
+# times). peer_wait_build waits for it; a script that exits first stops it (peer_stop_build, on
+# EXIT).
 peer_llama_cpp() {
     llama="$work/llama.cpp"
     peer_build_pid=""
