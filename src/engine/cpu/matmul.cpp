@@ -29,7 +29,8 @@ std::atomic<KernelPath> requested_path{KernelPath::Auto};
 // inline on the caller without waking a worker.
 constexpr int64_t kMinMacsPerRange = int64_t{1} << 16;
 
-// Whether the active family is AVX2 or AVX-512, which share every kernel but the int8 one.
+// Whether the active family is AVX2 or AVX-512, which share every kernel but the int8 one and
+// the float-activation affine one (matmul_avx512.cpp: the same bits).
 bool vector_path() {
     return active_kernel_path() != KernelPath::Portable;
 }

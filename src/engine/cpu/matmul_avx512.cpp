@@ -209,12 +209,13 @@ CHERENKOV_AVX512 void pair_stream_rows(const AffineCall& call, int64_t row_begin
 
 void affine_rows_avx512(const AffineCall& call, int64_t row_begin, int64_t row_end) {
     if (call.n_rows <= kMaxStreamingRows) {
-        switch (call.w->bits == 4 ? call.n_rows : 0) {
+        // Only 4-bit codes have the paired streaming tile; other widths stream on AVX2.
+        if (call.w->bits != 4) return affine_rows_avx2(call, row_begin, row_end);
+        switch (call.n_rows) {
             case 1: return pair_stream_rows<1>(call, row_begin, row_end);
             case 2: return pair_stream_rows<2>(call, row_begin, row_end);
             case 3: return pair_stream_rows<3>(call, row_begin, row_end);
-            case 4: return pair_stream_rows<4>(call, row_begin, row_end);
-            default: return affine_rows_avx2(call, row_begin, row_end);  // other widths
+            default: return pair_stream_rows<4>(call, row_begin, row_end);
         }
     }
     switch (call.w->bits) {
